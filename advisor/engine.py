@@ -1,0 +1,103 @@
+"""Locate runs, load each, run the rules, and summarize: the pipeline behind every command."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+from . import __version__
+from .errors import AdvisorError
+from .findings import Finding, sort_key
+from .locate import RunFiles, find_runs
+from .model import Profile
+from .rule import Rule
+
+
+@dataclasses.dataclass
+class Analysis:
+    profile: Profile
+    findings: list[Finding]
+    summary: dict[str, Any]
+
+    def to_json(self) -> dict:
+        p = self.profile
+        return {
+            "path": p.path,
+            "backend": p.backend,
+            "device": p.device_name,
+            "summary": self.summary,
+            "findings": [f.to_json() for f in self.findings],
+            "notes": p.notes,
+        }
+
+
+def all_rules() -> list[Rule]:
+    from advisor.rules import ALL
+    return list(ALL)
+
+
+def select_rules(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list[Rule]:
+    rules = {r.id: r for r in all_rules()}
+    for rid in [*select, *ignore]:
+        if rid not in rules:
+            raise AdvisorError(f"unknown rule id {rid!r}; valid ids: {', '.join(rules)} (see `advisor rules`)")
+    chosen = [r for r in rules.values() if not select or r.id in select]
+    return [r for r in chosen if r.id not in set(ignore)]
+
+
+def analyze_path(path: str | Path, rules: Optional[list[Rule]] = None,
+                 options: Optional[dict[str, dict]] = None,
+                 progress: Callable[[str], None] = lambda msg: None) -> list[Analysis]:
+    runs = find_runs(path)
+    out = []
+    for i, run in enumerate(runs, 1):
+        progress(f"reading {run.xplane} ({i}/{len(runs)})")
+        out.append(analyze_run(run, rules, options))
+    return out
+
+
+def analyze_run(run: RunFiles, rules: Optional[list[Rule]] = None,
+                options: Optional[dict[str, dict]] = None) -> Analysis:
+    from .load.loader import load_run
+
+    profile = load_run(run)
+    return analyze_profile(profile, rules, options)
+
+
+def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
+                    options: Optional[dict[str, dict]] = None) -> Analysis:
+    rules = all_rules() if rules is None else rules
+    options = options or {}
+    findings = [f for rule in rules for f in rule.run(profile, options.get(rule.id))]
+    findings.sort(key=sort_key)
+    return Analysis(profile=profile, findings=findings, summary=summarize(profile))
+
+
+def summarize(profile: Profile) -> dict[str, Any]:
+    steps = profile.steps
+    meta = profile.run_metadata
+    step_ns = profile.step_time_ns
+    durations = sorted(s.duration_ns for s in steps)
+    out: dict[str, Any] = {
+        "steps": len(steps),
+        "step_time_ms": round(step_ns / 1e6, 3) if step_ns is not None else None,
+        "step_time_spread_ms": round((durations[-1] - durations[0]) / 1e6, 3) if len(durations) > 1 else None,
+        "step_module": profile.step_module,
+        "op_time_per_step_ms": round(profile.op_time_ns(profile.step_module) / max(len(steps), 1) / 1e6, 3)
+        if profile.step_module else None,
+        "peak_memory_bytes": profile.memory.peak_bytes if profile.memory else None,
+        "peak_memory_source": f"XLA buffer assignment of {profile.memory.module}" if profile.memory else None,
+        "device_capacity_bytes": profile.device_capacity_bytes,
+        "modules": len(profile.modules),
+        "advisor_version": __version__,
+    }
+    if profile.device_memory_profile:
+        out["device_memory_profile"] = [
+            {"kind": e.kind, "device": e.device, "bytes": e.bytes, "count": e.count}
+            for e in profile.device_memory_profile]
+    if meta:
+        out["run"] = {k: meta.get(k) for k in ("workload", "preset", "backend", "device_kind", "num_params",
+                                               "compile_s", "step_wall_ms_median", "step_wall_ms")
+                      if meta.get(k) is not None}
+    return out

@@ -1,0 +1,57 @@
+"""What a rule reports: a finding with its evidence and a recommendation."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+SEVERITIES = ("info", "warning", "error")
+
+
+@dataclasses.dataclass
+class Expected:
+    """The gain a recommendation should bring, measured from the trace."""
+    metric: str          # "step_time" or "peak_memory"
+    saving: float        # in `unit`, per step for step_time
+    unit: str            # "ms" or "bytes"
+    text: str
+
+    def to_json(self) -> dict:
+        return {"metric": self.metric, "saving": self.saving, "unit": self.unit, "text": self.text}
+
+
+@dataclasses.dataclass
+class Recommendation:
+    text: str
+    expected: Expected
+    cost: str
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"text": self.text, "config": self.config, "expected": self.expected.to_json(), "cost": self.cost}
+
+
+@dataclasses.dataclass
+class Finding:
+    rule: str
+    severity: str
+    title: str
+    evidence: dict[str, Any]
+    recommendation: Recommendation
+    impact: float                 # share (0..1) of step time or peak memory at stake; orders findings
+    source: Optional[str] = None  # "file:line" in user code, where the trace attributes it
+
+    def to_json(self) -> dict:
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "title": self.title,
+            "evidence": self.evidence,
+            "recommendation": self.recommendation.to_json(),
+            "impact": round(self.impact, 4),
+            "source": self.source,
+        }
+
+
+def sort_key(finding: Finding) -> tuple:
+    return (-SEVERITIES.index(finding.severity), -finding.impact, finding.rule)

@@ -1,0 +1,112 @@
+"""The subset of XLA's ``HloProto`` that advisor reads, declared for protobuf.
+
+Neither jax nor xprof ships Python bindings for ``xla/service/hlo.proto``, so we
+declare the few messages we need with the upstream field numbers (openxla/xla
+``xla/service/hlo.proto`` and ``xla/xla_data.proto``). Fields we do not declare
+are skipped by the protobuf parser, so newer XLA versions still parse.
+"""
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+
+_SCHEMA = """
+name: "advisor_hlo_subset.proto"
+package: "advisor_xla"
+syntax: "proto3"
+message_type {
+  name: "ShapeProto"
+  field { name: "element_type" number: 2 label: LABEL_OPTIONAL type: TYPE_INT32 }
+  field { name: "dimensions" number: 3 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "tuple_shapes" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ShapeProto" }
+}
+message_type {
+  name: "OpMetadata"
+  field { name: "op_type" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "op_name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "source_file" number: 3 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "source_line" number: 4 label: LABEL_OPTIONAL type: TYPE_INT32 }
+  field { name: "stack_frame_id" number: 15 label: LABEL_OPTIONAL type: TYPE_INT32 }
+}
+message_type {
+  name: "HloInstructionProto"
+  field { name: "name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "opcode" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "shape" number: 3 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.ShapeProto" }
+  field { name: "metadata" number: 7 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.OpMetadata" }
+  field { name: "parameter_number" number: 9 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "fusion_kind" number: 11 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "custom_call_target" number: 28 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "id" number: 35 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "operand_ids" number: 36 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "called_computation_ids" number: 38 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
+  name: "HloComputationProto"
+  field { name: "name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "instructions" number: 2 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.HloInstructionProto" }
+  field { name: "id" number: 5 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "root_id" number: 6 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "is_fusion_computation" number: 7 label: LABEL_OPTIONAL type: TYPE_BOOL }
+}
+message_type {
+  name: "AliasEntryProto"
+  field { name: "output_shape_index" number: 1 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "parameter_number" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "parameter_shape_index" number: 3 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "kind" number: 4 label: LABEL_OPTIONAL type: TYPE_INT32 }
+}
+message_type {
+  name: "HloInputOutputAliasProto"
+  field { name: "entries" number: 1 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.AliasEntryProto" }
+}
+message_type {
+  name: "FileLocation"
+  field { name: "file_name_id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT32 }
+  field { name: "function_name_id" number: 2 label: LABEL_OPTIONAL type: TYPE_INT32 }
+  field { name: "line" number: 3 label: LABEL_OPTIONAL type: TYPE_INT32 }
+}
+message_type {
+  name: "StackFrame"
+  field { name: "file_location_id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT32 }
+  field { name: "parent_frame_id" number: 2 label: LABEL_OPTIONAL type: TYPE_INT32 }
+}
+message_type {
+  name: "StackFrameIndexProto"
+  field { name: "file_names" number: 1 label: LABEL_REPEATED type: TYPE_STRING }
+  field { name: "function_names" number: 2 label: LABEL_REPEATED type: TYPE_STRING }
+  field { name: "file_locations" number: 3 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.FileLocation" }
+  field { name: "stack_frames" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.StackFrame" }
+}
+message_type {
+  name: "HloModuleProto"
+  field { name: "name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "entry_computation_name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "computations" number: 3 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.HloComputationProto" }
+  field { name: "id" number: 5 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "entry_computation_id" number: 6 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "input_output_alias" number: 8 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.HloInputOutputAliasProto" }
+  field { name: "stack_frame_index" number: 17 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.StackFrameIndexProto" }
+}
+message_type {
+  name: "HloProto"
+  field { name: "hlo_module" number: 1 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.HloModuleProto" }
+}
+"""
+
+# xla.PrimitiveType values (xla/xla_data.proto) and their byte widths.
+DTYPES = {
+    1: ("pred", 1), 2: ("s8", 1), 3: ("s16", 2), 4: ("s32", 4), 5: ("s64", 8),
+    6: ("u8", 1), 7: ("u16", 2), 8: ("u32", 4), 9: ("u64", 8), 10: ("f16", 2),
+    11: ("f32", 4), 12: ("f64", 8), 15: ("c64", 8), 16: ("bf16", 2), 18: ("c128", 16),
+    19: ("f8e5m2", 1), 20: ("f8e4m3fn", 1),
+}
+TUPLE = 13
+
+
+def _build():
+    fdp = text_format.Parse(_SCHEMA, descriptor_pb2.FileDescriptorProto())
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("advisor_xla.HloProto"))
+
+
+HloProto = _build()

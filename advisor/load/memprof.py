@@ -1,0 +1,81 @@
+"""Read the device memory profile `jax.profiler.save_device_memory_profile` writes.
+
+The file is a gzipped pprof `perftools.profiles.Profile` (google/pprof proto/profile.proto).
+We declare the messages we read with pprof's field numbers; values are
+[allocations count, space bytes] and labels carry `kind` and `device`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+
+from ..errors import AdvisorError
+from ..model import MemoryProfileEntry
+
+_SCHEMA = """
+name: "advisor_pprof_subset.proto"
+package: "advisor_pprof"
+syntax: "proto3"
+message_type {
+  name: "ValueType"
+  field { name: "type" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "unit" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 }
+}
+message_type {
+  name: "Label"
+  field { name: "key" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "str" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "num" number: 3 label: LABEL_OPTIONAL type: TYPE_INT64 }
+}
+message_type {
+  name: "Sample"
+  field { name: "location_id" number: 1 label: LABEL_REPEATED type: TYPE_UINT64 }
+  field { name: "value" number: 2 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "label" number: 3 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_pprof.Label" }
+}
+message_type {
+  name: "Profile"
+  field { name: "sample_type" number: 1 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_pprof.ValueType" }
+  field { name: "sample" number: 2 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_pprof.Sample" }
+  field { name: "string_table" number: 6 label: LABEL_REPEATED type: TYPE_STRING }
+}
+"""
+
+
+def _build():
+    fdp = text_format.Parse(_SCHEMA, descriptor_pb2.FileDescriptorProto())
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("advisor_pprof.Profile"))
+
+
+PprofProfile = _build()
+
+
+def read_memory_profile(path: Path) -> list[MemoryProfileEntry]:
+    """Bytes and allocation counts by (kind, device)."""
+    try:
+        raw = gzip.decompress(path.read_bytes())
+        prof = PprofProfile()
+        prof.ParseFromString(raw)
+    except (OSError, EOFError, zlib.error, ValueError) as err:
+        raise AdvisorError(f"{path}: not a readable device memory profile ({err}); "
+                           "re-save it with jax.profiler.save_device_memory_profile or remove it") from None
+    strings = list(prof.string_table)
+    types = [strings[v.type] if v.type < len(strings) else "" for v in prof.sample_type]
+    count_idx = types.index("allocations") if "allocations" in types else 0
+    bytes_idx = types.index("space") if "space" in types else len(types) - 1
+    totals: dict[tuple[str, str], list[int]] = {}
+    for sample in prof.sample:
+        labels = {strings[l.key]: strings[l.str] for l in sample.label if l.str < len(strings)}
+        key = (labels.get("kind", "?"), labels.get("device", ""))
+        entry = totals.setdefault(key, [0, 0])
+        values = list(sample.value)
+        if values:
+            entry[0] += values[bytes_idx] if bytes_idx < len(values) else 0
+            entry[1] += values[count_idx] if count_idx < len(values) else 0
+    return [MemoryProfileEntry(kind=k, device=d, bytes=b, count=c) for (k, d), (b, c) in sorted(totals.items())]

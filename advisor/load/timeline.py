@@ -1,0 +1,182 @@
+"""Read the timeline of an XSpace with `jax.profiler.ProfileData`: op self times and steps.
+
+Only the stats we need are read, and only on events that can carry them: reading every
+event's stats costs several times the parse itself on large traces.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from typing import Optional
+
+from ..model import OpStat, Step
+
+# Host thread lines where XLA's CPU runtime executes HLO ops.
+_CPU_EXECUTOR_PREFIXES = ("tf_XLA",)
+# Host lines that never carry step annotations (executors, driver callbacks, dispatch pools).
+_NOT_STEP_LINES = ("tf_XLA", "Host Threads", "tf_pjrt", "py_xla", "tf_Compute")
+_NOT_OP_EVENTS = ("end: ", "ThreadpoolListener", "ThunkExecutor", "SlinkyThreadPool")
+
+
+@dataclasses.dataclass
+class Timeline:
+    backend: str
+    device_name: str
+    device_stats: dict
+    ops: list[OpStat]
+    steps: list[Step]
+    host_stats: dict
+
+
+def _stat_dict(event, wanted: frozenset) -> dict:
+    return {k: v for k, v in event.stats if k in wanted}
+
+
+_OP_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "run_id"})
+
+
+class _OpAccumulator:
+    def __init__(self):
+        self.by_key: dict[tuple[str, str], list] = {}
+        self.intervals: list[tuple[float, float]] = []
+        self.runs: dict[tuple[str, int], list[float]] = {}   # (module, run_id) -> [start, end]
+
+    def add_line(self, events: list[tuple]) -> None:
+        """events: (start, duration, module_key, op, run_id or None) on one line, sorted by start."""
+        stack: list[list] = []   # [end, key]
+        self_ns: dict[int, float] = {}
+        keys: list[tuple[str, str]] = []
+        for idx, (start, dur, module, op, run_id) in enumerate(events):
+            if run_id is not None:
+                span = self.runs.setdefault((module, run_id), [start, start + dur])
+                span[0], span[1] = min(span[0], start), max(span[1], start + dur)
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+            if stack:
+                parent = stack[-1][1]
+                self_ns[parent] -= dur
+            self_ns[idx] = dur
+            keys.append((module, op))
+            stack.append([start + dur, idx])
+            self.intervals.append((start, start + dur))
+        for idx, key in enumerate(keys):
+            entry = self.by_key.setdefault(key, [0.0, 0])
+            entry[0] += max(self_ns[idx], 0.0)
+            entry[1] += 1
+
+    def step_runs(self) -> list[tuple[float, float]]:
+        """Executions (start, end) of the program with the most op time, in order."""
+        totals: dict[str, float] = {}
+        for (module, _), (self_ns, _) in self.by_key.items():
+            totals[module] = totals.get(module, 0.0) + self_ns
+        if not totals:
+            return []
+        top = max(totals, key=totals.get)
+        return sorted(tuple(span) for (module, _), span in self.runs.items() if module == top)
+
+    def stats(self) -> list[OpStat]:
+        return [OpStat(module=m, name=o, self_ns=v[0], count=v[1]) for (m, o), v in self.by_key.items()]
+
+
+def read_timeline(profile_data) -> Timeline:
+    acc = _OpAccumulator()
+    device_planes = [p for p in profile_data.planes if p.name.startswith(("/device:GPU", "/device:TPU"))]
+    host = profile_data.find_plane_with_name("/host:CPU")
+    meta = profile_data.find_plane_with_name("/host:metadata")
+    host_stats = dict(meta.stats) if meta is not None else {}
+
+    backend, device_name, device_stats = "cpu", "", {}
+    active = [p for p in device_planes if any(True for _ in p.lines)]
+    if active:
+        backend = "tpu" if active[0].name.startswith("/device:TPU") else "gpu"
+        device_stats = dict(active[0].stats)
+        device_name = str(device_stats.get("gpu_device_name") or device_stats.get("device_vendor") or active[0].name)
+        for plane in active:
+            for line in plane.lines:
+                if line.name.startswith("Stream") or backend == "tpu":
+                    acc.add_line(_device_op_events(line))
+    elif host is not None:
+        for line in host.lines:
+            if line.name.startswith(_CPU_EXECUTOR_PREFIXES):
+                acc.add_line(_cpu_op_events(line))
+        if "cpu_version" not in host_stats and not acc.by_key:
+            backend = "unknown"
+
+    steps = _steps(host, acc.intervals, acc.step_runs()) if host is not None else []
+    return Timeline(backend=backend, device_name=device_name, device_stats=device_stats,
+                    ops=acc.stats(), steps=steps, host_stats=host_stats)
+
+
+def _module_key(stats: dict) -> str:
+    return f"{stats.get('hlo_module', '?')}({stats.get('program_id', -1)})"
+
+
+def _cpu_op_events(line) -> list[tuple[float, float, str, str]]:
+    out = []
+    for ev in line.events:
+        name = ev.name
+        if name.startswith(_NOT_OP_EVENTS):
+            continue
+        stats = _stat_dict(ev, _OP_STATS)
+        op = stats.get("hlo_op")
+        if op is None:
+            continue
+        out.append((ev.start_ns, ev.duration_ns, _module_key(stats), str(op), stats.get("run_id")))
+    out.sort(key=lambda e: e[0])
+    return out
+
+
+def _device_op_events(line) -> list[tuple[float, float, str, str]]:
+    out = []
+    for ev in line.events:
+        stats = _stat_dict(ev, _OP_STATS)
+        op = stats.get("hlo_op")
+        if op is None:
+            out.append((ev.start_ns, ev.duration_ns, "(no module)", ev.name, None))
+            continue
+        out.append((ev.start_ns, ev.duration_ns, _module_key(stats), str(op).split("::")[-1], None))
+    out.sort(key=lambda e: e[0])
+    return out
+
+
+def _steps(host, intervals: list[tuple[float, float]], runs: list[tuple[float, float]]) -> list[Step]:
+    """Steps from `StepTraceAnnotation` events.
+
+    When the step program ran once per annotated step, step i ends when its execution ends
+    (dispatch is asynchronous: a step's ops may run after the next annotation began).
+    Otherwise each step is extended to the end of the ops that started inside it.
+    """
+    marks = []
+    for line in host.lines:
+        if line.name.startswith(_NOT_STEP_LINES):
+            continue
+        for ev in line.events:
+            if ev.name.startswith("$"):
+                continue
+            num = None
+            for key, value in ev.stats:
+                if key == "step_num":
+                    num = value
+                    break
+            if num is not None:
+                marks.append((ev.start_ns, ev.start_ns + ev.duration_ns, int(num)))
+    if not marks:
+        return []
+    marks.sort()
+    if len(runs) == len(marks):
+        steps, prev_end = [], float("-inf")
+        for (start, _, num), (_, run_end) in zip(marks, runs):
+            begin = max(start, prev_end)
+            steps.append(Step(number=num, start_ns=begin, end_ns=max(run_end, begin)))
+            prev_end = run_end
+        return steps
+    intervals = sorted(intervals)
+    starts = [s for s, _ in intervals]
+    steps = []
+    for i, (start, end, num) in enumerate(marks):
+        limit = marks[i + 1][0] if i + 1 < len(marks) else float("inf")
+        lo, hi = bisect.bisect_left(starts, start), bisect.bisect_left(starts, limit)
+        last_op_end = max((intervals[j][1] for j in range(lo, hi)), default=end)
+        steps.append(Step(number=num, start_ns=start, end_ns=max(end, last_op_end)))
+    return steps

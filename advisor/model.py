@@ -1,0 +1,147 @@
+"""The device-agnostic profile model that rules read.
+
+One `Profile` per traced host: what ran (ops with their self time, grouped by program),
+when (steps), the optimized HLO of each program, the buffers live at the step program's
+memory peak, and what the run itself recorded. Loaders fill it; rules only read it.
+Times are in nanoseconds and sizes in bytes throughout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+CONTROL_FLOW = frozenset({"while", "conditional", "call", "async-start", "async-done"})
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceLine:
+    file: str
+    line: int
+    function: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclasses.dataclass
+class Instruction:
+    """One instruction of an optimized HLO module."""
+    name: str
+    opcode: str
+    computation: str
+    dtype: str                    # "f32", "bf16", ... ("tuple" for tuples)
+    dims: tuple[int, ...]
+    bytes: int
+    op_name: str                  # JAX's op_name metadata, e.g. "jit(step)/transpose(jvp(M))/while/body/..."
+    source: Optional[SourceLine]  # first frame in user code, if the trace carries it
+    in_loop_body: bool            # runs inside a while loop body (a scan), at any depth
+    fused_opcodes: frozenset[str] = frozenset()   # for fusions: the opcodes inside
+
+    @property
+    def shape(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.dims))}]"
+
+    def does(self, opcode: str) -> bool:
+        """True if this instruction is `opcode` or a fusion containing it."""
+        return self.opcode == opcode or opcode in self.fused_opcodes
+
+
+@dataclasses.dataclass
+class HloModule:
+    """The optimized module of one program (`name(program_id)` in xprof's terms)."""
+    name: str
+    program_id: int
+    instructions: dict[str, Instruction]
+    aliased_parameters: frozenset[int]   # entry parameters aliased to an output (donated)
+    parameter_bytes: dict[int, int]      # entry parameter number -> bytes
+    output_bytes: int
+    has_remat: bool                      # JAX marked some ops as rematerialized (checkpoint)
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}({self.program_id})"
+
+
+@dataclasses.dataclass
+class Buffer:
+    """A logical buffer live at the module's peak (xprof memory viewer)."""
+    instruction: str
+    shape: str          # e.g. "f32[4,8,128,512]"
+    bytes: int
+    group: str          # "Parameter", "Output", "Temporary", ...
+
+
+@dataclasses.dataclass
+class MemoryAtPeak:
+    module: str                 # module key, e.g. "jit_train_step(66)"
+    peak_bytes: int             # peak heap of the module, parameters included
+    parameter_bytes: int
+    buffers: list[Buffer]
+
+    def group_bytes(self, group: str) -> int:
+        return sum(b.bytes for b in self.buffers if b.group == group)
+
+
+@dataclasses.dataclass
+class OpStat:
+    """Self time of one HLO op over the profiled window, summed over its occurrences."""
+    module: str                 # module key
+    name: str                   # hlo_op
+    self_ns: float
+    count: int
+
+
+@dataclasses.dataclass
+class Step:
+    number: int
+    start_ns: float
+    end_ns: float
+
+    @property
+    def duration_ns(self) -> float:
+        return self.end_ns - self.start_ns
+
+
+@dataclasses.dataclass
+class MemoryProfileEntry:
+    kind: str           # "buffer" or "executable"
+    device: str
+    bytes: int
+    count: int
+
+
+@dataclasses.dataclass
+class Profile:
+    path: str                                   # the .xplane.pb analyzed
+    backend: str                                # "cpu", "gpu", "tpu"
+    device_name: str
+    steps: list[Step]
+    ops: list[OpStat]
+    modules: dict[str, HloModule]               # by key "name(program_id)"
+    step_module: Optional[str]                  # key of the program that dominates op time
+    memory: Optional[MemoryAtPeak]              # for the step module
+    device_memory_profile: list[MemoryProfileEntry]
+    run_metadata: dict                          # advisor_run.json when present, else {}
+    device_capacity_bytes: Optional[int] = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def op_time_ns(self, module: Optional[str] = None) -> float:
+        """Op self time, control-flow containers excluded (their bodies are counted)."""
+        return sum(o.self_ns for o in self.ops
+                   if (module is None or o.module == module) and not self._is_container(o))
+
+    def instruction(self, op: OpStat) -> Optional[Instruction]:
+        mod = self.modules.get(op.module)
+        return mod.instructions.get(op.name) if mod else None
+
+    def _is_container(self, op: OpStat) -> bool:
+        instr = self.instruction(op)
+        return instr.opcode in CONTROL_FLOW if instr else op.name.split(".")[0] in CONTROL_FLOW
+
+    @property
+    def step_time_ns(self) -> Optional[float]:
+        if not self.steps:
+            return None
+        durations = sorted(s.duration_ns for s in self.steps)
+        return durations[len(durations) // 2]

@@ -1,0 +1,19 @@
+"""The JSON report: a stable shape for tools and CI."""
+
+from __future__ import annotations
+
+import json
+
+from .. import __version__
+
+SCHEMA_VERSION = 1
+
+
+def render(analyses, read_from: str) -> str:
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "advisor_version": __version__,
+        "read": read_from,
+        "runs": [a.to_json() for a in analyses],
+    }
+    return json.dumps(doc, indent=2, default=str)

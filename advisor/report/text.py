@@ -1,0 +1,84 @@
+"""The terminal report: a summary per run, then findings, most costly first."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..units import mib
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def render(analyses, console: Console) -> None:
+    for analysis in analyses:
+        doc = analysis.to_json()
+        _summary(doc, console)
+        _findings(doc, console)
+        console.print()
+
+
+def _summary(doc: dict, console: Console) -> None:
+    s = doc["summary"]
+    console.print(Text(doc["path"], style="bold"))
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="dim")
+    table.add_column()
+    table.add_row("backend", f"{doc['backend']} ({doc['device']})")
+    if s.get("run"):
+        r = s["run"]
+        table.add_row("workload", f"{r.get('workload')} (preset {r.get('preset')}), {r.get('num_params', 0):,} parameters")
+    if s["step_time_ms"] is not None:
+        spread = f", spread {s['step_time_spread_ms']:.2f} ms" if s.get("step_time_spread_ms") is not None else ""
+        table.add_row("step time", f"{s['step_time_ms']:.2f} ms median over {s['steps']} steps{spread}")
+    else:
+        table.add_row("step time", "unknown: no step annotations (jax.profiler.StepTraceAnnotation) in the trace")
+    if s.get("run", {}).get("step_wall_ms_median") is not None:
+        table.add_row("wall time", f"{s['run']['step_wall_ms_median']:.2f} ms median per step, measured by the runner")
+    if s.get("op_time_per_step_ms") is not None:
+        table.add_row("op time", f"{s['op_time_per_step_ms']:.2f} ms per step in {s['step_module']}")
+    if s["peak_memory_bytes"] is not None:
+        table.add_row("peak memory", f"{mib(s['peak_memory_bytes'])} ({s['peak_memory_source']})")
+    else:
+        table.add_row("peak memory", "unknown: the trace carries no buffer assignment for the step program")
+    if s.get("device_capacity_bytes"):
+        table.add_row("device memory", mib(s["device_capacity_bytes"]))
+    for entry in s.get("device_memory_profile", []):
+        if entry["bytes"]:
+            table.add_row("live at save", f"{mib(entry['bytes'])} in {entry['count']} {entry['kind']}s on "
+                                           f"{entry['device'] or 'host'} (device memory profile)")
+    console.print(table)
+    for note in doc.get("notes", []):
+        console.print(Text(f"note: {note}", style="dim"))
+
+
+def _findings(doc: dict, console: Console) -> None:
+    findings = doc["findings"]
+    if not findings:
+        console.print(Text("No findings: none of the rules saw a problem in this run.", style="green"))
+        return
+    console.print(Text(f"{len(findings)} finding{'s' if len(findings) > 1 else ''}, most costly first:", style="bold"))
+    for f in findings:
+        head = Text()
+        head.append(f"{f['severity']:<8}", style=_STYLE[f["severity"]])
+        head.append(f"{f['rule']}  ", style="bold")
+        head.append(f["title"])
+        console.print(head)
+        rec = f["recommendation"]
+        console.print(f"    fix:      {rec['text']}", highlight=False)
+        if rec["config"]:
+            sets = " ".join(f"--set {k}={_value(v)}" for k, v in rec["config"].items())
+            console.print(f"    config:   {sets}", highlight=False)
+        console.print(f"    expected: {rec['expected']['text']}", highlight=False)
+        console.print(f"    cost:     {rec['cost']}", highlight=False)
+        if f.get("source"):
+            console.print(f"    source:   {f['source']}", highlight=False)
+
+
+def _value(v) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(str, v))
+    return str(v)

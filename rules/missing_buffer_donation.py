@@ -1,0 +1,82 @@
+"""missing-buffer-donation: the step's state is held twice because it is not donated.
+
+## What it does
+Reads the jitted step's input/output aliasing from its optimized HLO. When no input is
+aliased to an output while the inputs (parameters, optimizer state) that the step returns
+updated are a material share of peak memory, it reports the memory that donation frees.
+
+## Why is this bad?
+A train step takes the state and returns a new state of the same shapes. Without donation
+XLA must allocate the outputs beside the inputs, and the caller's old state stays alive
+until the call returns: parameters and optimizer state are held twice at the peak.
+
+## Example
+```python
+train_step = jax.jit(train_step)
+state, metrics = train_step(state, metrics, batch)
+```
+
+## Use instead
+```python
+train_step = jax.jit(train_step, donate_argnames=("state", "metrics"))
+```
+Donated arguments are invalid after the call: do not reuse the old `state`.
+
+## Options
+- `min_share` (default 0.1): fire when the donatable bytes are at least this share of peak memory.
+"""
+
+from __future__ import annotations
+
+from advisor.findings import Expected, Finding, Recommendation
+from advisor.model import Profile
+from advisor.rule import Rule
+from advisor.units import mib, pct
+
+from ._common import bundled_config
+
+
+def check(profile: Profile, min_share: float = 0.1):
+    memory, module = profile.memory, profile.modules.get(profile.step_module or "")
+    if memory is None or module is None or module.aliased_parameters or memory.peak_bytes <= 0:
+        return
+    inputs = sum(module.parameter_bytes.values())
+    donatable = min(inputs, module.output_bytes)
+    share = donatable / memory.peak_bytes
+    if share < min_share:
+        return
+    biggest = sorted(module.parameter_bytes.items(), key=lambda kv: -kv[1])[:5]
+    yield Finding(
+        rule=RULE.id,
+        severity=RULE.severity,
+        title=f"no input is donated: {mib(donatable)} of state ({pct(share)} of peak memory) is held twice",
+        evidence={
+            "donatable_bytes": donatable,
+            "input_bytes": inputs,
+            "output_bytes": module.output_bytes,
+            "peak_bytes": memory.peak_bytes,
+            "share_of_peak": round(share, 4),
+            "aliased_inputs": 0,
+            "largest_inputs": [{"parameter": n, "bytes": b} for n, b in biggest],
+            "module": module.key,
+        },
+        recommendation=Recommendation(
+            text="donate the train state (and metrics) to the jitted step: "
+                 "jax.jit(step, donate_argnames=(\"state\", \"metrics\"))",
+            config={"train.donate": True} if bundled_config(profile) else {},
+            expected=Expected("peak_memory", donatable, "bytes",
+                              f"up to {mib(donatable)} less device memory: the old state is reused for the new"),
+            cost="none at run time; the donated arguments cannot be used after the call",
+        ),
+        impact=share,
+    )
+
+
+RULE = Rule(
+    id="missing-buffer-donation",
+    severity="warning",
+    backends=("cpu", "gpu", "tpu"),
+    summary="the jitted step's large inputs are not aliased to its outputs (no donation)",
+    check=check,
+    doc=__doc__,
+)

@@ -1,0 +1,102 @@
+"""missing-remat: activations saved for the backward pass fill most of peak memory.
+
+## What it does
+Looks at the buffers live at the training step's memory peak (XLA's buffer assignment, as
+xprof's memory viewer shows it). When the step uses no rematerialization and temporaries,
+the activations the forward pass keeps for the backward pass, are most of the peak, it
+estimates what rematerializing the blocks would free.
+
+## Why is this bad?
+Without remat, every intermediate of every layer stays alive from the forward pass until
+its gradient is computed. They usually dominate memory (the tutorial: float32 MLP
+activations of all 12 layers, `f32[12,16,512,4096]`), which caps batch size and model size
+and forces gradient accumulation.
+
+## Example
+```python
+class Block(nn.Module):
+    def __call__(self, x):
+        return x + MLP()(x)
+```
+
+## Use instead
+```python
+        return x + nn.remat(MLP, prevent_cse=False)()(x)
+```
+Remat keeps only each rematted block's input and recomputes its inside in the backward
+pass: about one more forward pass of those blocks per step. `jax.checkpoint` with a policy
+(e.g. `jax.checkpoint_policies.dots_saveable`) trades in between.
+
+## Options
+- `min_share` (default 0.5): fire when activations are at least this share of peak memory.
+- `min_bytes` (default 16 MiB): ignore peaks too small to matter.
+"""
+
+from __future__ import annotations
+
+from advisor.findings import Expected, Finding, Recommendation
+from advisor.model import Profile
+from advisor.rule import Rule
+from advisor.units import mib, pct
+
+from ._common import activations, bundled_config, is_training_step, workload
+
+
+def _kept_bytes(buffers) -> int:
+    """What remat would still keep: the narrowest activations (each block's input)."""
+    ranked = [b for b in buffers if b.shape.count(",") >= 2]
+    if not ranked:
+        return 0
+    last_dim = lambda b: int(b.shape.rstrip("]").split(",")[-1] or 0)  # noqa: E731
+    narrowest = min(last_dim(b) for b in ranked)
+    return sum(b.bytes for b in ranked if last_dim(b) == narrowest)
+
+
+def check(profile: Profile, min_share: float = 0.5, min_bytes: int = 16 * 1024 * 1024):
+    memory, module = profile.memory, profile.modules.get(profile.step_module or "")
+    if memory is None or module is None or module.has_remat or not is_training_step(profile):
+        return
+    acts = activations(profile)
+    act_bytes = sum(b.bytes for b in acts)
+    if memory.peak_bytes < min_bytes or act_bytes < min_share * memory.peak_bytes:
+        return
+    saving = max(act_bytes - _kept_bytes(acts), 0)
+    largest = sorted(acts, key=lambda b: -b.bytes)[:5]
+    name = workload(profile)
+    change = {"model.remat": ["MLP", "Attn"]} if name == "transformer" else {"model.remat": True}
+    source = next((str(i.source) for b in largest if (i := module.instructions.get(b.instruction)) and i.source), None)
+    yield Finding(
+        rule=RULE.id,
+        severity=RULE.severity,
+        title=f"no remat: activations are {pct(act_bytes / memory.peak_bytes)} of peak memory "
+              f"({mib(act_bytes)} of {mib(memory.peak_bytes)})",
+        evidence={
+            "activation_bytes": act_bytes,
+            "peak_bytes": memory.peak_bytes,
+            "share_of_peak": round(act_bytes / memory.peak_bytes, 4),
+            "largest_activations": [{"shape": b.shape, "bytes": b.bytes, "instruction": b.instruction}
+                                    for b in largest],
+            "module": memory.module,
+        },
+        recommendation=Recommendation(
+            text="rematerialize the large blocks (Flax: nn.remat(Block, prevent_cse=False); "
+                 "the bundled Transformer: remat=MLP,Attn)",
+            config=change if bundled_config(profile) else {},
+            expected=Expected("peak_memory", saving, "bytes",
+                              f"about {mib(saving)} less peak memory (from {mib(memory.peak_bytes)} to "
+                              f"about {mib(memory.peak_bytes - saving)}), estimated from the buffers at peak"),
+            cost="the rematted blocks' forward pass runs again during the backward pass (more step time)",
+        ),
+        impact=act_bytes / memory.peak_bytes,
+        source=source,
+    )
+
+
+RULE = Rule(
+    id="missing-remat",
+    severity="warning",
+    backends=("cpu", "gpu", "tpu"),
+    summary="no rematerialization while saved activations are most of peak memory",
+    check=check,
+    doc=__doc__,
+)

@@ -1,0 +1,217 @@
+"""The GPT-style Transformer of the tutorial (UvA DL notebooks, Part 1.2), with its config surface."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from . import config as cfg
+from .train import Batch, Built, TrainState, learning_rate_schedule, make_train_step, zero_metrics
+
+REMAT_CHOICES = ("MLP", "Attn", "Block")
+DTYPES = ("float32", "bfloat16", "float16")
+
+SCHEMA = {
+    "data": {
+        "batch_size": cfg.Field(64, cfg.parse_int, "sequences per step"),
+        "seq_len": cfg.Field(512, cfg.parse_int, "tokens per sequence"),
+        "vocab_size": cfg.Field(2048, cfg.parse_int, "vocabulary size"),
+    },
+    "model": {
+        "hidden_size": cfg.Field(1024, cfg.parse_int, "model width"),
+        "num_layers": cfg.Field(12, cfg.parse_int, "Transformer blocks"),
+        "head_dim": cfg.Field(128, cfg.parse_int, "width of one attention head; num_heads = hidden_size // head_dim"),
+        "mlp_expansion": cfg.Field(4, cfg.parse_int, "MLP hidden width as a multiple of hidden_size"),
+        "dropout_rate": cfg.Field(0.1, cfg.parse_float, "dropout rate"),
+        "dtype": cfg.Field("bfloat16", cfg.parse_choice(DTYPES), "compute dtype (parameters stay float32)", DTYPES),
+        "softmax_dtype": cfg.Field("float32", cfg.parse_choice(DTYPES), "dtype of attention logits and softmax", DTYPES),
+        "causal_mask": cfg.Field(True, cfg.parse_bool, "causal attention mask"),
+        "scan_layers": cfg.Field(True, cfg.parse_bool, "run the layers with nn.scan (else unrolled)"),
+        "remat": cfg.Field(("MLP", "Attn"), cfg.parse_subset(REMAT_CHOICES),
+                           "modules to rematerialize: any of MLP, Attn, Block", REMAT_CHOICES),
+    },
+    "optimizer": {
+        "learning_rate": cfg.Field(4e-4, cfg.parse_float, "peak learning rate (warmup + exponential decay)"),
+        "num_minibatches": cfg.Field(4, cfg.parse_int, "gradient accumulation steps"),
+        "accumulate": cfg.Field("scan", cfg.parse_choice(("scan", "loop")), "accumulate by lax.scan or a Python loop",
+                                ("scan", "loop")),
+    },
+    "train": {
+        "donate": cfg.Field(True, cfg.parse_bool, "donate the train state and metrics to the step"),
+        "steps": cfg.Field(3, cfg.parse_int, "profiled steps"),
+        "seed": cfg.Field(42, cfg.parse_int, "random seed"),
+    },
+}
+
+# `seed` is the tutorial's exact configuration; `tiny` its float32 / scan / no-remat start at CPU scale.
+PRESETS = {
+    "seed": {},
+    "tiny": {
+        "data.batch_size": 8, "data.seq_len": 128, "data.vocab_size": 512,
+        "model.hidden_size": 128, "model.num_layers": 4, "model.head_dim": 32,
+        "model.dtype": "float32", "model.remat": (), "optimizer.num_minibatches": 1,
+    },
+    "small": {
+        "data.batch_size": 16, "data.seq_len": 256, "data.vocab_size": 1024,
+        "model.hidden_size": 256, "model.num_layers": 6, "model.head_dim": 64,
+        "model.dtype": "float32", "model.remat": (), "optimizer.num_minibatches": 1,
+    },
+}
+
+
+def dot_product_attention(query, key, value, mask, softmax_dtype):
+    """Attention with the logits and softmax in `softmax_dtype` for numerical stability."""
+    dtype = query.dtype
+    query = query * query.shape[-1] ** -0.5
+    query, key = query.astype(softmax_dtype), key.astype(softmax_dtype)
+    weights = jnp.einsum("...qhd,...khd->...hqk", query, key)
+    if mask is not None:
+        weights = jnp.where(mask, weights, jnp.finfo(softmax_dtype).min)
+    weights = nn.softmax(weights, axis=-1).astype(dtype)
+    return jnp.einsum("...hqk,...khd->...qhd", weights, value).astype(dtype)
+
+
+class MLPBlock(nn.Module):
+    config: Any
+    train: bool
+
+    @nn.compact
+    def __call__(self, x):
+        c = self.config
+        features = x.shape[-1]
+        x = nn.LayerNorm(dtype=c.dtype, name="pre_norm")(x)
+        x = nn.Dense(c.mlp_expansion * features, dtype=c.dtype, name="input_layer")(x)
+        x = nn.gelu(x)
+        x = nn.Dense(features, dtype=c.dtype, name="output_layer")(x)
+        return nn.Dropout(rate=c.dropout_rate, deterministic=not self.train)(x)
+
+
+class AttentionBlock(nn.Module):
+    config: Any
+    mask: Any
+    train: bool
+
+    @nn.compact
+    def __call__(self, x):
+        c = self.config
+        features = x.shape[-1]
+        x = nn.LayerNorm(dtype=c.dtype, name="pre_norm")(x)
+        qkv = nn.DenseGeneral((c.num_heads, c.head_dim * 3), dtype=c.dtype, name="qkv")(x)
+        q, k, v = jnp.split(qkv, 3, axis=-1)
+        x = dot_product_attention(q, k, v, self.mask, c.softmax_dtype)
+        x = nn.DenseGeneral(features, axis=(-2, -1), dtype=c.dtype, name="output_layer")(x)
+        return nn.Dropout(rate=c.dropout_rate, deterministic=not self.train)(x)
+
+
+class TransformerBlock(nn.Module):
+    config: Any
+    mask: Any
+    train: bool
+
+    @nn.compact
+    def __call__(self, x):
+        mlp, attn = MLPBlock, AttentionBlock
+        if "MLP" in self.config.remat:
+            mlp = nn.remat(mlp, prevent_cse=False)
+        if "Attn" in self.config.remat:
+            attn = nn.remat(attn, prevent_cse=False)
+        x = x + mlp(config=self.config, train=self.train, name="mlp")(x)
+        return x + attn(config=self.config, mask=self.mask, train=self.train, name="attn")(x)
+
+
+class Transformer(nn.Module):
+    config: Any
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        c = self.config
+        mask = nn.make_causal_mask(x, dtype=jnp.bool_) if c.causal_mask else None
+        x = nn.Embed(c.vocab_size, c.hidden_size, dtype=c.dtype, name="embed")(x)
+        pos_emb = self.param("pos_emb", nn.initializers.normal(stddev=0.02), (c.max_seq_len, c.hidden_size))
+        x = x + pos_emb.astype(c.dtype)[None, : x.shape[1]]
+        block_fn = functools.partial(TransformerBlock, config=c, mask=mask, train=train)
+        if "Block" in c.remat:
+            block_fn = nn.remat(block_fn, prevent_cse=False)
+        if c.scan_layers:
+            x, _ = nn.scan(
+                lambda module, carry, _: (module(carry), None),
+                variable_axes={"params": 0},
+                split_rngs={"params": True, "dropout": True},
+                length=c.num_layers,
+            )(block_fn(name="block"), x, ())
+        else:
+            for i in range(c.num_layers):
+                x = block_fn(name=f"block_{i}")(x)
+        x = nn.LayerNorm(dtype=c.dtype, name="post_norm")(x)
+        x = nn.Dense(c.vocab_size, dtype=c.dtype, name="output_layer")(x)
+        return x.astype(jnp.float32)
+
+
+class ModelConfig:
+    """Attribute view of the model section, with the derived fields the modules read."""
+
+    def __init__(self, config: dict):
+        m, d = config["model"], config["data"]
+        self.__dict__.update(m)
+        self.dtype = jnp.dtype(m["dtype"])
+        self.softmax_dtype = jnp.dtype(m["softmax_dtype"])
+        self.num_heads = m["hidden_size"] // m["head_dim"]
+        self.max_seq_len = d["seq_len"]
+        self.vocab_size = d["vocab_size"]
+
+    def __hash__(self):
+        return hash(tuple(sorted((k, str(v)) for k, v in self.__dict__.items())))
+
+    def __eq__(self, other):
+        return isinstance(other, ModelConfig) and self.__dict__ == other.__dict__
+
+
+def validate(config: dict) -> None:
+    m, d, o = config["model"], config["data"], config["optimizer"]
+    if m["head_dim"] == 0 or m["hidden_size"] % m["head_dim"]:
+        raise cfg.ConfigError(f"model.hidden_size ({m['hidden_size']}) must be a multiple of model.head_dim ({m['head_dim']})")
+    if o["num_minibatches"] == 0 or d["batch_size"] % o["num_minibatches"]:
+        raise cfg.ConfigError(f"data.batch_size ({d['batch_size']}) must be a multiple of optimizer.num_minibatches ({o['num_minibatches']})")
+    for key in ("batch_size", "seq_len", "vocab_size"):
+        if d[key] < 1:
+            raise cfg.ConfigError(f"data.{key} must be at least 1")
+    if m["num_layers"] < 1 or m["hidden_size"] < 1:
+        raise cfg.ConfigError("model.num_layers and model.hidden_size must be at least 1")
+
+
+def next_token_pred_loss(params, apply_fn, batch, rng):
+    logits = apply_fn({"params": params}, batch.inputs, train=True, rngs={"dropout": rng})
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch.labels)
+    correct = jnp.equal(jnp.argmax(logits, axis=-1), batch.labels)
+    count = np.prod(batch.labels.shape)
+    metrics = {"loss": (loss.sum(), count), "accuracy": (correct.sum(), count)}
+    return loss.mean(), metrics
+
+
+def build(config: dict) -> Built:
+    validate(config)
+    d, o, t = config["data"], config["optimizer"], config["train"]
+    model = Transformer(config=ModelConfig(config))
+    tokens = jax.random.randint(jax.random.PRNGKey(0), (d["batch_size"], d["seq_len"]), 1, d["vocab_size"])
+    batch = Batch(inputs=jnp.pad(tokens[:, :-1], ((0, 0), (1, 0)), constant_values=0), labels=tokens)
+    minibatch = batch.inputs[: d["batch_size"] // o["num_minibatches"]]
+    optimizer = optax.adam(learning_rate_schedule(o["learning_rate"]))
+
+    def init_state():
+        model_rng, state_rng = jax.random.split(jax.random.PRNGKey(t["seed"]))
+        params = jax.jit(lambda r, x: model.init(r, x, train=False)["params"])(model_rng, minibatch)
+        return TrainState.create(apply_fn=model.apply, params=params, tx=optimizer, rng=state_rng)
+
+    def num_params():
+        shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), minibatch, train=False)["params"])
+        return int(sum(np.prod(x.shape) for x in jax.tree_util.tree_leaves(shapes)))
+
+    step = make_train_step(next_token_pred_loss, o["num_minibatches"], o["accumulate"] == "scan")
+    return Built(train_step=step, init_state=init_state, batch=batch, loss_fn=next_token_pred_loss,
+                 donate=t["donate"], num_params=num_params)
