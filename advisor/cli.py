@@ -17,7 +17,7 @@ from rich.console import Console
 from . import __version__
 from .errors import EXIT_USAGE, AdvisorError
 
-_err = Console(stderr=True, highlight=False)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _fail(message: str) -> None:
@@ -68,7 +68,7 @@ def analyze(path, fmt, select, ignore):
     from .engine import analyze_path, select_rules
 
     rules = select_rules(select, ignore)
-    analyses = analyze_path(path, rules, progress=_progress(fmt == "text" or sys.stderr.isatty()))
+    analyses = analyze_path(path, rules, progress=_progress(sys.stderr.isatty()))
     _print(analyses, fmt, str(path))
 
 
@@ -106,10 +106,13 @@ def list_rules():
 
     from .engine import all_rules
 
-    table = Table("rule", "severity", "backends", "detects")
+    table = Table()
+    for column in ("rule", "severity", "backends"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("detects")
     for rule in all_rules():
         table.add_row(rule.id, rule.severity, ", ".join(rule.backends), rule.summary)
-    Console(highlight=False).print(table)
+    Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(table)
 
 
 @main.command()
