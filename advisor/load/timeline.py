@@ -44,25 +44,33 @@ class _OpAccumulator:
 
     def add_line(self, events: list[tuple]) -> None:
         """events: (start, duration, module_key, op, run_id or None) on one line, sorted by start."""
-        stack: list[list] = []   # [end, key]
-        self_ns: dict[int, float] = {}
-        keys: list[tuple[str, str]] = []
+        stack: list[tuple[float, int]] = []   # (end, index) of the enclosing ops
+        self_ns = [0.0] * len(events)
+        runs, intervals = self.runs, self.intervals
+        last_run, span = None, None
         for idx, (start, dur, module, op, run_id) in enumerate(events):
+            end = start + dur
             if run_id is not None:
-                span = self.runs.setdefault((module, run_id), [start, start + dur])
-                span[0], span[1] = min(span[0], start), max(span[1], start + dur)
+                if (module, run_id) != last_run:
+                    last_run = (module, run_id)
+                    span = runs.setdefault(last_run, [start, end])
+                if start < span[0]:
+                    span[0] = start
+                if end > span[1]:
+                    span[1] = end
             while stack and stack[-1][0] <= start:
                 stack.pop()
             if stack:
-                parent = stack[-1][1]
-                self_ns[parent] -= dur
-            self_ns[idx] = dur
-            keys.append((module, op))
-            stack.append([start + dur, idx])
-            self.intervals.append((start, start + dur))
-        for idx, key in enumerate(keys):
-            entry = self.by_key.setdefault(key, [0.0, 0])
-            entry[0] += max(self_ns[idx], 0.0)
+                self_ns[stack[-1][1]] -= dur
+            self_ns[idx] += dur
+            stack.append((end, idx))
+            intervals.append((start, end))
+        by_key = self.by_key
+        for idx, (_, _, module, op, _) in enumerate(events):
+            entry = by_key.get((module, op))
+            if entry is None:
+                entry = by_key[(module, op)] = [0.0, 0]
+            entry[0] += self_ns[idx] if self_ns[idx] > 0 else 0.0
             entry[1] += 1
 
     def step_runs(self) -> list[tuple[float, float]]:
@@ -112,17 +120,39 @@ def _module_key(stats: dict) -> str:
     return f"{stats.get('hlo_module', '?')}({stats.get('program_id', -1)})"
 
 
-def _cpu_op_events(line) -> list[tuple[float, float, str, str]]:
+def _cpu_op_events(line) -> list[tuple]:
+    """Op events of one XLA CPU executor thread.
+
+    Every op runs inside a `ThunkExecutor::Execute` span of one program execution, so the
+    stats (module, program, run) are read once per span, not once per op: on large traces
+    reading every op's stats costs several times the parse.
+    """
     out = []
+    append = out.append
+    kinds: dict[str, int] = {}      # event name -> 0 op, 1 span start, 2 other
+    span_end, span = -1.0, None     # span: (module_key, run_id) of the current Execute span
     for ev in line.events:
         name = ev.name
-        if name.startswith(_NOT_OP_EVENTS):
+        kind = kinds.get(name)
+        if kind is None:
+            kind = kinds[name] = (1 if name.startswith("ThunkExecutor::Execute") and not name.endswith(")")
+                                  else 2 if name.startswith(_NOT_OP_EVENTS) else 0)
+        if kind == 2:
             continue
-        stats = _stat_dict(ev, _OP_STATS)
-        op = stats.get("hlo_op")
-        if op is None:
+        start = ev.start_ns
+        if kind == 1:
+            span_end, span = start + ev.duration_ns, None
             continue
-        out.append((ev.start_ns, ev.duration_ns, _module_key(stats), str(op), stats.get("run_id")))
+        if span is None or start >= span_end:
+            stats = _stat_dict(ev, _OP_STATS)
+            if "hlo_op" not in stats:
+                continue
+            here = (_module_key(stats), stats.get("run_id"))
+            if start < span_end:
+                span = here
+        else:
+            here = span
+        append((start, ev.duration_ns, here[0], name, here[1]))
     out.sort(key=lambda e: e[0])
     return out
 

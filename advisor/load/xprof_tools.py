@@ -1,8 +1,9 @@
 """xprof's converters, run on a private link to the trace.
 
 xprof writes cache files (`<module>(<id>).hlo_proto.pb`, `ALL_HOSTS.op_stats_v2.pb`) beside
-the `.xplane.pb` it is given, so we hand it a symlink in a temporary folder, never the
-user's folder. The link keeps the file's name: xprof wants its stem to be the host name.
+the `.xplane.pb` it is given, so we hand it a file in a temporary folder, never the user's
+folder: a copy of the trace cut down to its metadata plane (see xspace_slice), which is all
+the HLO tools read. The copy keeps the file's name: xprof wants its stem to be the host name.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator, Optional
+
+from .xspace_slice import metadata_xspace
 
 HLO_SUFFIX = ".hlo_proto.pb"
 
@@ -40,7 +43,11 @@ class XprofSession:
     def __init__(self, xplane: Path):
         self.dir = Path(tempfile.mkdtemp(prefix="advisor-xprof-"))
         self.path = self.dir / xplane.name
-        os.symlink(xplane.resolve(), self.path)
+        try:
+            self.path.write_bytes(metadata_xspace(xplane))
+        except (ValueError, IndexError):
+            # Not cleanly sliceable: let xprof read the whole file through a link.
+            os.symlink(xplane.resolve(), self.path)
         self._hlo_ready = False
 
     def close(self) -> None:
