@@ -37,6 +37,37 @@ def user_errors(fn):
     return wrapper
 
 
+def rule_options(fn):
+    """--select/--ignore/--option/--device-memory, shared by the commands that run rules."""
+    fn = click.option("--device-memory", metavar="SIZE",
+                      help="Device memory capacity (e.g. 24GB) where the trace does not record it (CPU traces).")(fn)
+    fn = click.option("--option", multiple=True, metavar="RULE.KEY=VALUE",
+                      help="Override a rule threshold, e.g. --option host-bound.min_idle_share=0.3 (repeatable).")(fn)
+    fn = click.option("--ignore", multiple=True, metavar="RULE", help="Skip these rules (repeatable).")(fn)
+    fn = click.option("--select", multiple=True, metavar="RULE", help="Run only these rules (repeatable).")(fn)
+    return fn
+
+
+def resolve_rule_settings(select, ignore, option, device_memory):
+    """Rules and thresholds from the project config, overridden by the command line."""
+    from .engine import all_rules, select_rules
+    from .settings import parse_option_flags, parse_size, read_project_settings, validate_options
+
+    project = read_project_settings(Path.cwd())
+    rules = select_rules(list(select) or project.select, list(ignore) or project.ignore)
+    by_id = {r.id: r for r in all_rules()}
+    options = validate_options(project.options, by_id)
+    for rule_id, opts in validate_options(parse_option_flags(option), by_id).items():
+        options.setdefault(rule_id, {}).update(opts)
+    capacity = None
+    if device_memory:
+        try:
+            capacity = int(parse_size(device_memory))
+        except ValueError:
+            raise AdvisorError(f"--device-memory expects a size like 24GB or 16GiB, got {device_memory!r}") from None
+    return rules, options, capacity
+
+
 def _progress(enabled: bool):
     if not enabled:
         return lambda msg: None
@@ -57,18 +88,18 @@ def main():
 @main.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--select", multiple=True, metavar="RULE", help="Run only these rules (repeatable).")
-@click.option("--ignore", multiple=True, metavar="RULE", help="Skip these rules (repeatable).")
+@rule_options
 @user_errors
-def analyze(path, fmt, select, ignore):
+def analyze(path, fmt, select, ignore, option, device_memory):
     """Diagnose existing traces: a logdir, a run folder or one .xplane.pb.
 
     Reads only: nothing is written into PATH. A folder holding many runs gives one analysis per run.
+    Rule selection and thresholds also come from [tool.advisor] in ./pyproject.toml or [advisor] in ./setup.cfg.
     """
-    from .engine import analyze_path, select_rules
+    from .engine import analyze_path
 
-    rules = select_rules(select, ignore)
-    analyses = analyze_path(path, rules, progress=_progress(sys.stderr.isatty()))
+    rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
+    analyses = analyze_path(path, rules, options, progress=_progress(sys.stderr.isatty()), device_memory=capacity)
     _print(analyses, fmt, str(path))
 
 
@@ -81,11 +112,13 @@ def analyze(path, fmt, select, ignore):
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True,
               help="Where the trace is written (TensorBoard logdir layout).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@rule_options
 @user_errors
-def run_workload(name, preset, overrides, steps, logdir, fmt):
+def run_workload(name, preset, overrides, steps, logdir, fmt, select, ignore, option, device_memory):
     """Profile a bundled workload (transformer or mlp), then diagnose it."""
     from advisor import workloads
 
+    rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
     items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
     config = workloads.resolve(name, preset, items)
     progress = _progress(True)
@@ -96,7 +129,7 @@ def run_workload(name, preset, overrides, steps, logdir, fmt):
     from .engine import analyze_path
 
     progress("analyzing")
-    _print(analyze_path(run_dir), fmt, str(run_dir))
+    _print(analyze_path(run_dir, rules, options, device_memory=capacity), fmt, str(run_dir))
 
 
 @main.command("rules")

@@ -48,20 +48,24 @@ def select_rules(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list
 
 def analyze_path(path: str | Path, rules: Optional[list[Rule]] = None,
                  options: Optional[dict[str, dict]] = None,
-                 progress: Callable[[str], None] = lambda msg: None) -> list[Analysis]:
+                 progress: Callable[[str], None] = lambda msg: None,
+                 device_memory: Optional[int] = None) -> list[Analysis]:
     runs = find_runs(path)
     out = []
     for i, run in enumerate(runs, 1):
         progress(f"reading {run.xplane} ({i}/{len(runs)})")
-        out.append(analyze_run(run, rules, options))
+        out.append(analyze_run(run, rules, options, device_memory))
     return out
 
 
 def analyze_run(run: RunFiles, rules: Optional[list[Rule]] = None,
-                options: Optional[dict[str, dict]] = None) -> Analysis:
+                options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None) -> Analysis:
     from .load.loader import load_run
 
     profile = load_run(run)
+    if device_memory:
+        profile.device_capacity_bytes = device_memory
+        profile.notes.append(f"device memory capacity {device_memory:,} bytes, as given on the command line")
     return analyze_profile(profile, rules, options)
 
 
@@ -69,8 +73,19 @@ def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
                     options: Optional[dict[str, dict]] = None) -> Analysis:
     rules = all_rules() if rules is None else rules
     options = options or {}
-    findings = [f for rule in rules for f in rule.run(profile, options.get(rule.id))]
+    findings = []
+    for rule in rules:
+        try:
+            findings.extend(rule.run(profile, options.get(rule.id)))
+        except Exception as err:  # noqa: BLE001 - one broken rule must not hide the others' findings
+            profile.notes.append(f"internal error in rule {rule.id}: {type(err).__name__}: {err} "
+                                 "(please report it; the other rules ran)")
     findings.sort(key=sort_key)
+    if profile.device_capacity_bytes is None and any(r.id == "unneeded-grad-accumulation" for r in rules):
+        note = ("device memory capacity unknown (the trace does not record it): unneeded-grad-accumulation "
+                "was skipped; pass --device-memory to check it")
+        if note not in profile.notes:
+            profile.notes.append(note)
     return Analysis(profile=profile, findings=findings, summary=summarize(profile))
 
 

@@ -12,7 +12,7 @@ SEVERITIES = ("info", "warning", "error")
 class Expected:
     """The gain a recommendation should bring, measured from the trace."""
     metric: str          # "step_time" or "peak_memory"
-    saving: float        # in `unit`, per step for step_time
+    saving: Optional[float]   # in `unit`, per step for step_time; None where one trace cannot measure it
     unit: str            # "ms" or "bytes"
     text: str
 

@@ -9,6 +9,7 @@ Times are in nanoseconds and sizes in bytes throughout.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from typing import Optional
 
 CONTROL_FLOW = frozenset({"while", "conditional", "call", "async-start", "async-done"})
@@ -57,6 +58,7 @@ class HloModule:
     parameter_bytes: dict[int, int]      # entry parameter number -> bytes
     output_bytes: int
     has_remat: bool                      # JAX marked some ops as rematerialized (checkpoint)
+    grad_accumulation_steps: Optional[int] = None   # trip count of a loop computing gradients (0: unknown)
 
     @property
     def key(self) -> str:
@@ -104,6 +106,24 @@ class Step:
 
 
 @dataclasses.dataclass
+class HostEvent:
+    """A host-side event that explains time: "compile", "sync" (waiting on a device value), "transfer"."""
+    name: str
+    start_ns: float
+    duration_ns: float
+    category: str
+
+
+@dataclasses.dataclass
+class Transfer:
+    kind: str                   # "H2D", "D2H", "D2D", "P2P", "Other"
+    start_ns: float
+    duration_ns: float
+    bytes: Optional[int]        # None where the trace does not record the size (CPU backend)
+    device: str
+
+
+@dataclasses.dataclass
 class MemoryProfileEntry:
     kind: str           # "buffer" or "executable"
     device: str
@@ -125,6 +145,15 @@ class Profile:
     run_metadata: dict                          # advisor_run.json when present, else {}
     device_capacity_bytes: Optional[int] = None
     notes: list[str] = dataclasses.field(default_factory=list)
+    busy: list[tuple[float, float]] = dataclasses.field(default_factory=list)   # device executing, merged
+    host_events: list[HostEvent] = dataclasses.field(default_factory=list)
+    transfers: list[Transfer] = dataclasses.field(default_factory=list)
+
+    def in_steps(self, start_ns: float, end_ns: float) -> bool:
+        """True if [start, end) overlaps a profiled step (or there are no steps)."""
+        if not self.steps:
+            return True
+        return any(start_ns < s.end_ns and end_ns > s.start_ns for s in self.steps)
 
     def op_time_ns(self, module: Optional[str] = None) -> float:
         """Op self time, control-flow containers excluded (their bodies are counted)."""
@@ -143,5 +172,4 @@ class Profile:
     def step_time_ns(self) -> Optional[float]:
         if not self.steps:
             return None
-        durations = sorted(s.duration_ns for s in self.steps)
-        return durations[len(durations) // 2]
+        return statistics.median(s.duration_ns for s in self.steps)

@@ -1,10 +1,28 @@
 """The rule catalog (installed as `advisor.rules`): one module per rule, named after its id."""
 
-from . import missing_buffer_donation, missing_remat, scan_dynamic_update_slice
+from . import (
+    float32_activations,
+    float32_attention_logits,
+    host_bound,
+    host_device_transfer,
+    missing_buffer_donation,
+    missing_remat,
+    recompilation,
+    remat_too_broad,
+    scan_dynamic_update_slice,
+    unneeded_grad_accumulation,
+)
 
 ALL = [
     scan_dynamic_update_slice.RULE,
     missing_remat.RULE,
     missing_buffer_donation.RULE,
+    float32_activations.RULE,
+    float32_attention_logits.RULE,
+    unneeded_grad_accumulation.RULE,
+    recompilation.RULE,
+    host_bound.RULE,
+    host_device_transfer.RULE,
+    remat_too_broad.RULE,
 ]
 BY_ID = {rule.id: rule for rule in ALL}

@@ -33,3 +33,63 @@ def is_training_step(profile: Profile) -> bool:
     """The step program differentiates something (JAX names backward ops `transpose(...)`)."""
     module = profile.modules.get(profile.step_module or "")
     return bool(module) and any("transpose(" in i.op_name for i in module.instructions.values())
+
+
+def last_dim(shape: str) -> int:
+    inner = shape.rstrip("]").split("[")[-1]
+    try:
+        return int(inner.split(",")[-1])
+    except ValueError:
+        return 0
+
+
+def dims(shape: str) -> tuple[int, ...]:
+    inner = shape.rstrip("]").split("[")[-1]
+    try:
+        return tuple(int(d) for d in inner.split(",") if d)
+    except ValueError:
+        return ()
+
+
+def dtype(shape: str) -> str:
+    return shape.split("[")[0]
+
+
+def is_attention_logits(shape: str, min_len: int = 32) -> bool:
+    """[..., heads, q, k] with q == k: attention scores or probabilities."""
+    d = dims(shape)
+    return len(d) >= 4 and d[-1] == d[-2] and d[-1] >= min_len
+
+
+def kept_by_remat(buffers) -> int:
+    """What remat would still keep: the narrowest activations (each block's input)."""
+    ranked = [b for b in buffers if len(dims(b.shape)) >= 3]
+    if not ranked:
+        return 0
+    narrowest = min(last_dim(b.shape) for b in ranked)
+    return sum(b.bytes for b in ranked if last_dim(b.shape) == narrowest)
+
+
+def requests_bfloat16(profile: Profile) -> bool:
+    """The step program computes something in bfloat16 (it has bf16 instructions)."""
+    module = profile.modules.get(profile.step_module or "")
+    return bool(module) and any(i.dtype == "bf16" for i in module.instructions.values())
+
+
+def overlap_ns(spans, start: float, end: float) -> float:
+    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans if a < end and b > start)
+
+
+def steps_total_ns(profile: Profile) -> float:
+    return sum(s.duration_ns for s in profile.steps)
+
+
+def merge(spans) -> list[tuple[float, float]]:
+    """Union of [start, end) intervals, so nested events are not counted twice."""
+    out: list[list[float]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(a, b) for a, b in out]

@@ -12,6 +12,7 @@ from pathlib import Path
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 
@@ -92,6 +93,49 @@ def record_wide_no_donation(logdir: Path, *, donate: bool, steps=2) -> Path:
     return logdir
 
 
+def record_antipattern(logdir: Path, kind: str, steps=4) -> Path:
+    """A small regression step run with one of the classic host-side anti-patterns.
+
+    recompile: the batch grows every step (a new shape, a new compile);
+    print: the loss is converted to a Python float and printed every step;
+    h2d: a fresh 32 MiB NumPy batch is passed (copied to the device) every step;
+    clean: none of these.
+    """
+    rng = np.random.default_rng(0)
+    w = jnp.full((512, 512), 0.01, jnp.float32)
+    big = rng.standard_normal((16384, 512), dtype=np.float32)      # 32 MiB
+    device_big = jnp.asarray(big)
+
+    @jax.jit
+    def fit(w, x):
+        loss, g = jax.value_and_grad(lambda w: jnp.mean(jnp.tanh(x[:256] @ w) ** 2) + 1e-3 * jnp.mean(x))(w)
+        return w - 0.1 * g, loss
+
+    device_small = device_big[:64]
+    for warm in (device_big, device_small):
+        w, loss = fit(w, warm)
+    loss.block_until_ready()
+    with jax.profiler.trace(str(logdir)):
+        for i in range(steps):
+            with jax.profiler.StepTraceAnnotation("fit", step_num=i):
+                if kind == "recompile":
+                    x = device_big[: 4096 + 1024 * i]
+                elif kind == "h2d":
+                    x = big + i        # a new host array every step
+                elif kind == "print":
+                    x = device_small
+                else:
+                    x = device_big
+                w, loss = fit(w, x)
+                if kind == "print":
+                    print(f"step {i}: loss {float(loss):.5f}")
+                    print(np.asarray(w)[:4, :8])
+            if kind != "print":
+                loss.block_until_ready()
+        jax.block_until_ready(w)
+    return logdir
+
+
 if __name__ == "__main__":
     import sys
     kind, out = sys.argv[1], Path(sys.argv[2])
@@ -99,3 +143,5 @@ if __name__ == "__main__":
         record_tower(out, remat="remat" in sys.argv, scan="unrolled" not in sys.argv)
     elif kind == "wide":
         record_wide_no_donation(out, donate="donate" in sys.argv)
+    else:
+        record_antipattern(out, kind)

@@ -46,7 +46,7 @@ def test_json_shape_is_stable():
 
 def test_a_logdir_with_many_runs_gives_one_analysis_per_run():
     doc = analyze_json(FIXTURES)
-    assert len(doc["runs"]) == 4
+    assert len(doc["runs"]) == len(list(FIXTURES.rglob("*.xplane.pb"))) >= 6
     # the single-file form works too
     one = next((FIXTURES / "transformer_remat").rglob("*.xplane.pb"))
     assert len(analyze_json(one)["runs"]) == 1

@@ -8,11 +8,14 @@ import pytest
 from conftest import FIXTURES, analyze_json, rule_ids
 
 EXPECTED = {
-    # fixture: rules that must fire (every other rule must stay silent)
-    "transformer_scan": {"scan-dynamic-update-slice", "missing-remat"},
-    "transformer_remat": set(),
-    "transformer_unrolled": {"missing-remat"},
+    # fixture: rules that must fire (every other rule must stay silent). The tiny preset is
+    # float32, so float32-activations informs everywhere (CPU: info only).
+    "transformer_scan": {"scan-dynamic-update-slice", "missing-remat", "float32-activations"},
+    "transformer_remat": {"float32-activations"},
+    "transformer_unrolled": {"missing-remat", "float32-activations"},
     "transformer_remat_nodonate": {"missing-buffer-donation"},
+    "transformer_remat_block": {"remat-too-broad", "float32-activations"},
+    "transformer_accumulate": {"float32-activations"},
 }
 
 
@@ -24,6 +27,7 @@ def reports():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_rules_fire_exactly_where_expected(reports, name):
     assert rule_ids(reports[name]) == EXPECTED[name]
+    assert not any("internal error" in n for n in reports[name]["runs"][0]["notes"])
 
 
 def test_scan_finding_has_evidence_and_a_config_change(reports):
@@ -54,8 +58,49 @@ def test_remat_lowers_the_measured_peak(reports):
     assert peak["transformer_remat"] < 0.6 * peak["transformer_scan"]
 
 
+def test_float32_activations_is_only_info_on_cpu(reports):
+    for name in ("transformer_scan", "transformer_remat"):
+        (finding,) = [f for f in reports[name]["runs"][0]["findings"] if f["rule"] == "float32-activations"]
+        assert finding["severity"] == "info"
+        assert "CPU" in finding["recommendation"]["text"]
+
+
+def test_grad_accumulation_is_skipped_without_a_capacity_and_says_so(reports):
+    notes = reports["transformer_scan"]["runs"][0]["notes"]
+    assert any("unneeded-grad-accumulation was skipped" in n for n in notes)
+
+
 def test_donation_finding_names_the_memory_held_twice(reports):
-    (finding,) = reports["transformer_remat_nodonate"]["runs"][0]["findings"]
+    (finding,) = [f for f in reports["transformer_remat_nodonate"]["runs"][0]["findings"]
+                  if f["rule"] == "missing-buffer-donation"]
     assert finding["rule"] == "missing-buffer-donation"
     assert finding["evidence"]["donatable_bytes"] > 1024 * 1024
     assert finding["recommendation"]["config"] == {"train.donate": True}
+
+
+def test_remat_too_broad_estimates_a_small_saving(reports):
+    run = reports["transformer_remat_block"]["runs"][0]
+    (finding,) = [f for f in run["findings"] if f["rule"] == "remat-too-broad"]
+    ev = finding["evidence"]
+    assert sorted(ev["sub_blocks"]) == ["attn", "mlp"]
+    assert 0 < ev["estimated_saving_over_finer_remat_bytes"] < 0.1 * run["summary"]["peak_memory_bytes"]
+    # the estimate is close to what the two recorded runs show
+    measured = (reports["transformer_remat"]["runs"][0]["summary"]["peak_memory_bytes"]
+                - run["summary"]["peak_memory_bytes"])
+    assert 0.5 * measured < ev["estimated_saving_over_finer_remat_bytes"] < 2 * measured
+    assert finding["recommendation"]["config"] == {"model.remat": ["MLP", "Attn"]}
+
+
+def test_grad_accumulation_fires_when_a_capacity_shows_the_batch_fits():
+    fits = analyze_json(FIXTURES / "transformer_accumulate", "--device-memory", "1GiB")
+    (finding,) = [f for f in fits["runs"][0]["findings"] if f["rule"] == "unneeded-grad-accumulation"]
+    assert finding["evidence"]["minibatches"] == 4
+    assert finding["recommendation"]["config"] == {"optimizer.num_minibatches": 1}
+    # the estimate is an upper bound of the measured full-batch peak (remat fixture: 1 minibatch)
+    full = analyze_json(FIXTURES / "transformer_remat")["runs"][0]["summary"]["peak_memory_bytes"]
+    assert finding["evidence"]["estimated_full_batch_peak_bytes"] >= full
+    # too small a device: silent; no accumulation: silent
+    assert "unneeded-grad-accumulation" not in rule_ids(
+        analyze_json(FIXTURES / "transformer_accumulate", "--device-memory", "60MiB"))
+    assert "unneeded-grad-accumulation" not in rule_ids(
+        analyze_json(FIXTURES / "transformer_remat", "--device-memory", "1GiB"))

@@ -26,6 +26,10 @@ def traces(tmp_path_factory):
         "unrolled": record(tmp_path_factory, "tower", "unrolled"),
         "wide": record(tmp_path_factory, "wide"),
         "wide_donated": record(tmp_path_factory, "wide", "donate"),
+        "recompile": record(tmp_path_factory, "recompile"),
+        "print": record(tmp_path_factory, "print"),
+        "h2d": record(tmp_path_factory, "h2d"),
+        "clean": record(tmp_path_factory, "clean"),
     }
 
 
@@ -39,7 +43,8 @@ def test_scan_without_remat_gets_both_scan_and_remat_findings(traces):
 
 
 def test_scan_with_remat_is_silent(traces):
-    assert rule_ids(analyze_json(traces["scan_remat"])) == set()
+    # a float32 program: only the (CPU: info) float32 note remains
+    assert rule_ids(analyze_json(traces["scan_remat"])) <= {"float32-activations"}
 
 
 def test_unrolled_has_no_scan_finding(traces):
@@ -57,3 +62,39 @@ def test_source_points_at_the_users_file(traces):
     doc = analyze_json(traces["scan"])
     sources = [f["source"] for f in doc["runs"][0]["findings"] if f["source"]]
     assert sources and all(s.split(":")[0].endswith("plain_programs.py") for s in sources)
+
+
+HOST_RULES = {"recompilation", "host-bound", "host-device-transfer"}
+
+
+@pytest.mark.parametrize("program, expected", [
+    ("recompile", {"recompilation", "host-bound"}),
+    ("print", {"host-bound"}),
+    ("h2d", {"host-device-transfer", "host-bound"}),
+    ("clean", set()),
+    ("scan", set()),
+])
+def test_host_side_rules(traces, program, expected):
+    assert rule_ids(analyze_json(traces[program])) & HOST_RULES == expected
+
+
+def test_recompilation_names_the_function_and_its_compile_time(traces):
+    doc = analyze_json(traces["recompile"])
+    (f,) = [f for f in doc["runs"][0]["findings"] if f["rule"] == "recompilation"]
+    assert f["evidence"]["functions_compiled_more_than_once"].get("jit_fit", 0) >= 4
+    assert f["evidence"]["compile_time_ms"] > 0
+
+
+def test_host_bound_names_the_cause(traces):
+    causes = {}
+    for program in ("print", "h2d", "recompile"):
+        (f,) = [f for f in analyze_json(traces[program])["runs"][0]["findings"] if f["rule"] == "host-bound"]
+        causes[program] = f["evidence"]["likely_cause"]
+    assert causes == {"print": "sync", "h2d": "transfer", "recompile": "compile"}
+
+
+def test_transfer_finding_is_info_on_cpu(traces):
+    doc = analyze_json(traces["h2d"])
+    (f,) = [f for f in doc["runs"][0]["findings"] if f["rule"] == "host-device-transfer"]
+    assert f["severity"] == ("info" if doc["runs"][0]["backend"] == "cpu" else "warning")
+    assert f["evidence"]["copies_per_step"] >= 1

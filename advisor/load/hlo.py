@@ -56,6 +56,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     frames = _Frames(mod.stack_frame_index)
 
     loop_comps = _loop_computations(comps)
+    accumulation = _accumulation_trip_count(comps)
     fused = {cid: frozenset(i.opcode for i in c.instructions) for cid, c in comps.items()}
 
     instructions: dict[str, Instruction] = {}
@@ -87,7 +88,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     aliased = frozenset(int(e.parameter_number) for e in mod.input_output_alias.entries)
     return HloModule(name=mod.name, program_id=program_id, instructions=instructions,
                      aliased_parameters=aliased, parameter_bytes=params, output_bytes=output_bytes,
-                     has_remat=has_remat)
+                     has_remat=has_remat, grad_accumulation_steps=accumulation)
 
 
 def _loop_computations(comps) -> set[int]:
@@ -102,6 +103,38 @@ def _loop_computations(comps) -> set[int]:
         inside.add(cid)
         todo.extend(calls.get(cid, ()))
     return inside
+
+
+def _reachable(comps, roots) -> set[int]:
+    calls = {cid: {k for i in c.instructions for k in i.called_computation_ids} for cid, c in comps.items()}
+    todo, seen = list(roots), set()
+    while todo:
+        cid = todo.pop()
+        if cid not in seen:
+            seen.add(cid)
+            todo.extend(calls.get(cid, ()))
+    return seen
+
+
+def _trip_count(ins) -> Optional[int]:
+    m = re.search(rb'"known_trip_count":\{"n":"(\d+)"', ins.backend_config)
+    return int(m.group(1)) if m else None
+
+
+def _accumulation_trip_count(comps) -> Optional[int]:
+    """Trip count of a while loop, outside differentiation, whose body runs a backward pass.
+
+    JAX names backward ops `transpose(jvp(...))`; a loop that is not itself inside a
+    jvp/transpose and contains them computes gradients per iteration: gradient accumulation.
+    """
+    for comp in comps.values():
+        for ins in comp.instructions:
+            if ins.opcode != "while" or "jvp(" in ins.metadata.op_name or "transpose(" in ins.metadata.op_name:
+                continue
+            inside = _reachable(comps, ins.called_computation_ids)
+            if any("transpose(" in i.metadata.op_name for cid in inside for i in comps[cid].instructions):
+                return _trip_count(ins) or 0
+    return None
 
 
 def split_key(key: str) -> tuple[str, int]:

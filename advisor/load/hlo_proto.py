@@ -35,6 +35,7 @@ message_type {
   field { name: "parameter_number" number: 9 label: LABEL_OPTIONAL type: TYPE_INT64 }
   field { name: "fusion_kind" number: 11 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "custom_call_target" number: 28 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "backend_config" number: 43 label: LABEL_OPTIONAL type: TYPE_BYTES }
   field { name: "id" number: 35 label: LABEL_OPTIONAL type: TYPE_INT64 }
   field { name: "operand_ids" number: 36 label: LABEL_REPEATED type: TYPE_INT64 }
   field { name: "called_computation_ids" number: 38 label: LABEL_REPEATED type: TYPE_INT64 }

@@ -61,6 +61,9 @@ def load_run(run: RunFiles) -> Profile:
         run_metadata=meta,
         device_capacity_bytes=_capacity(timeline.device_stats),
         notes=notes,
+        busy=timeline.busy,
+        host_events=timeline.host_events,
+        transfers=timeline.transfers,
     )
 
 

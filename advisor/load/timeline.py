@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import re
 from typing import Optional
 
-from ..model import OpStat, Step
+from ..model import HostEvent, OpStat, Step, Transfer
 
 # Host thread lines where XLA's CPU runtime executes HLO ops.
 _CPU_EXECUTOR_PREFIXES = ("tf_XLA",)
 # Host lines that never carry step annotations (executors, driver callbacks, dispatch pools).
-_NOT_STEP_LINES = ("tf_XLA", "Host Threads", "tf_pjrt", "py_xla", "tf_Compute")
+_NOT_STEP_LINES = ("tf_XLA", "Host Threads", "tf_pjrt", "py_xla", "tf_Compute",
+                   "tf_PjRtCompilerThreadPool", "tf_xla-cpu-codegen")
 _NOT_OP_EVENTS = ("end: ", "ThreadpoolListener", "ThunkExecutor", "SlinkyThreadPool")
 
 
@@ -27,6 +29,27 @@ class Timeline:
     ops: list[OpStat]
     steps: list[Step]
     host_stats: dict
+    busy: list[tuple[float, float]] = dataclasses.field(default_factory=list)   # merged op-busy intervals
+    host_events: list[HostEvent] = dataclasses.field(default_factory=list)     # compile, sync, transfer
+    transfers: list[Transfer] = dataclasses.field(default_factory=list)
+
+
+# Host events that explain where a step's time goes when the device waits (see host-bound).
+_SYNC_RE = re.compile(r"^\$(array\.py:\d+ (__float__|__int__|__bool__|__index__|__array__|item|tolist|_value)"
+                      r"|api\.py:\d+ (block_until_ready|device_get)|builtins print)$|^np\.asarray\(jax\.Array\)$")
+_COMPILE_RE = re.compile(r"^\$pxla\.py:\d+ compile$|^PjRt\w*Client::Compile$")
+_TRANSFER_NAMES = ("DevicePut", "H2D Dispatch", "D2H Dispatch")
+_COMPILER_LINES = ("tf_PjRtCompilerThreadPool", "tf_xla-cpu-codegen", "tf_xla-gpu", "tf_XLAGpuCompiler")
+
+
+def _host_category(name: str) -> Optional[str]:
+    if _COMPILE_RE.match(name):
+        return "compile"
+    if _SYNC_RE.match(name):
+        return "sync"
+    if name.startswith(_TRANSFER_NAMES) or "batched_device_put" in name:
+        return "transfer"
+    return None
 
 
 def _stat_dict(event, wanted: frozenset) -> dict:
@@ -41,6 +64,7 @@ class _OpAccumulator:
         self.by_key: dict[tuple[str, str], list] = {}
         self.intervals: list[tuple[float, float]] = []
         self.runs: dict[tuple[str, int], list[float]] = {}   # (module, run_id) -> [start, end]
+
 
     def add_line(self, events: list[tuple]) -> None:
         """events: (start, duration, module_key, op, run_id or None) on one line, sorted by start."""
@@ -73,6 +97,10 @@ class _OpAccumulator:
             entry[0] += self_ns[idx] if self_ns[idx] > 0 else 0.0
             entry[1] += 1
 
+    def busy_spans(self) -> list[tuple[float, float]]:
+        """When the device was executing: program executions on CPU, op intervals on devices."""
+        return [tuple(span) for span in self.runs.values()] if self.runs else list(self.intervals)
+
     def step_runs(self) -> list[tuple[float, float]]:
         """Executions (start, end) of the program with the most op time, in order."""
         totals: dict[str, float] = {}
@@ -93,6 +121,8 @@ def read_timeline(profile_data) -> Timeline:
     host = profile_data.find_plane_with_name("/host:CPU")
     meta = profile_data.find_plane_with_name("/host:metadata")
     host_stats = dict(meta.stats) if meta is not None else {}
+    transfers: list[Transfer] = []
+    host_events: list[HostEvent] = []
 
     backend, device_name, device_stats = "cpu", "", {}
     active = [p for p in device_planes if any(True for _ in p.lines)]
@@ -103,24 +133,72 @@ def read_timeline(profile_data) -> Timeline:
         for plane in active:
             for line in plane.lines:
                 if line.name.startswith("Stream") or backend == "tpu":
-                    acc.add_line(_device_op_events(line))
+                    acc.add_line(_device_op_events(line, plane.name, transfers))
     elif host is not None:
         for line in host.lines:
             if line.name.startswith(_CPU_EXECUTOR_PREFIXES):
-                acc.add_line(_cpu_op_events(line))
+                acc.add_line(_cpu_op_events(line, host_events))
         if "cpu_version" not in host_stats and not acc.by_key:
             backend = "unknown"
 
-    steps = _steps(host, acc.intervals, acc.step_runs()) if host is not None else []
+    steps = []
+    if host is not None:
+        marks = _host_pass(host, host_events)
+        steps = _steps(marks, acc.intervals, acc.step_runs())
+    transfers.extend(HostEvent_to_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
+    host_events.sort(key=lambda e: e.start_ns)
     return Timeline(backend=backend, device_name=device_name, device_stats=device_stats,
-                    ops=acc.stats(), steps=steps, host_stats=host_stats)
+                    ops=acc.stats(), steps=steps, host_stats=host_stats, busy=_merge(acc.busy_spans()),
+                    host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns))
+
+
+def HostEvent_to_transfer(event: HostEvent) -> Transfer:  # noqa: N802 - reads as a conversion
+    """A host-side H2D dispatch (CPU backend): the trace records no size for it."""
+    return Transfer(kind="H2D", start_ns=event.start_ns, duration_ns=event.duration_ns, bytes=None, device="cpu")
+
+
+def _merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(a, b) for a, b in out]
+
+
+def _host_pass(host, host_events: list[HostEvent]) -> list[tuple[float, float, int]]:
+    """Step marks, and the compile / sync / transfer events of the host threads."""
+    marks = []
+    categories: dict[str, Optional[str]] = {}
+    for line in host.lines:
+        name0 = line.name
+        if name0.startswith(_CPU_EXECUTOR_PREFIXES) or name0.startswith("Host Threads"):
+            continue
+        compiler_line = name0.startswith(_COMPILER_LINES)
+        for ev in line.events:
+            name = ev.name
+            cat = categories.get(name, "?")
+            if cat == "?":
+                cat = categories[name] = _host_category(name)
+            if cat is not None:
+                host_events.append(HostEvent(name, ev.start_ns, ev.duration_ns, cat))
+                continue
+            if compiler_line or name.startswith("$"):
+                continue
+            for key, value in ev.stats:
+                if key == "step_num":
+                    marks.append((ev.start_ns, ev.start_ns + ev.duration_ns, int(value)))
+                    break
+    marks.sort()
+    return marks
 
 
 def _module_key(stats: dict) -> str:
     return f"{stats.get('hlo_module', '?')}({stats.get('program_id', -1)})"
 
 
-def _cpu_op_events(line) -> list[tuple]:
+def _cpu_op_events(line, host_events: list[HostEvent]) -> list[tuple]:
     """Op events of one XLA CPU executor thread.
 
     Every op runs inside a `ThunkExecutor::Execute` span of one program execution, so the
@@ -136,8 +214,12 @@ def _cpu_op_events(line) -> list[tuple]:
         kind = kinds.get(name)
         if kind is None:
             kind = kinds[name] = (1 if name.startswith("ThunkExecutor::Execute") and not name.endswith(")")
-                                  else 2 if name.startswith(_NOT_OP_EVENTS) else 0)
+                                  else 2 if name.startswith(_NOT_OP_EVENTS)
+                                  else 3 if name.startswith(_TRANSFER_NAMES) else 0)
         if kind == 2:
+            continue
+        if kind == 3:
+            host_events.append(HostEvent(name, ev.start_ns, ev.duration_ns, "transfer"))
             continue
         start = ev.start_ns
         if kind == 1:
@@ -157,10 +239,22 @@ def _cpu_op_events(line) -> list[tuple]:
     return out
 
 
-def _device_op_events(line) -> list[tuple[float, float, str, str]]:
+_MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "MemcpyP2P": "P2P",
+                 "MemcpyOther": "Other", "CopyDeviceToDevice": "D2D", "CopyHostToDevice": "H2D",
+                 "CopyDeviceToHost": "D2H"}
+_DEVICE_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "memcpy_details"})
+
+
+def _device_op_events(line, device: str, transfers: list[Transfer]) -> list[tuple]:
+    """Kernel and memcpy events of one GPU stream (or TPU line)."""
     out = []
     for ev in line.events:
-        stats = _stat_dict(ev, _OP_STATS)
+        stats = _stat_dict(ev, _DEVICE_STATS)
+        kind = _MEMCPY_KINDS.get(ev.name)
+        details = stats.get("memcpy_details")
+        if kind or details:
+            transfers.append(Transfer(kind=kind or _memcpy_kind(str(details)), start_ns=ev.start_ns,
+                                      duration_ns=ev.duration_ns, bytes=_memcpy_bytes(details), device=device))
         op = stats.get("hlo_op")
         if op is None:
             out.append((ev.start_ns, ev.duration_ns, "(no module)", ev.name, None))
@@ -170,36 +264,45 @@ def _device_op_events(line) -> list[tuple[float, float, str, str]]:
     return out
 
 
-def _steps(host, intervals: list[tuple[float, float]], runs: list[tuple[float, float]]) -> list[Step]:
-    """Steps from `StepTraceAnnotation` events.
+def _memcpy_bytes(details) -> Optional[int]:
+    """`size:<bytes>` of CUPTI's memcpy_details ("kind_src:.. kind_dst:.. size:4096 dest:0 async:1")."""
+    for token in str(details or "").split():
+        if token.startswith("size:"):
+            try:
+                return int(token[5:])
+            except ValueError:
+                return None
+    return None
 
-    When the step program ran once per annotated step, step i ends when its execution ends
-    (dispatch is asynchronous: a step's ops may run after the next annotation began).
-    Otherwise each step is extended to the end of the ops that started inside it.
+
+def _memcpy_kind(details: str) -> str:
+    fields = dict(t.split(":", 1) for t in details.split() if ":" in t)
+    src, dst = fields.get("kind_src", ""), fields.get("kind_dst", "")
+    host = ("pageable", "pinned")
+    if src in host and dst not in host:
+        return "H2D"
+    if dst in host and src not in host:
+        return "D2H"
+    return "D2D" if src and dst else "Other"
+
+
+def _steps(marks, intervals: list[tuple[float, float]], runs: list[tuple[float, float]]) -> list[Step]:
+    """Steps from `StepTraceAnnotation` events, as a sequence of back-to-back periods.
+
+    When the step program ran once per annotated step, step i ends at the latest of: its
+    execution's end (dispatch is asynchronous, so a step's ops may run after the next
+    annotation began), its annotation's end, and the next annotation's start (host time
+    between steps belongs to the step before). Otherwise each step is extended to the end
+    of the ops that started inside it.
     """
-    marks = []
-    for line in host.lines:
-        if line.name.startswith(_NOT_STEP_LINES):
-            continue
-        for ev in line.events:
-            if ev.name.startswith("$"):
-                continue
-            num = None
-            for key, value in ev.stats:
-                if key == "step_num":
-                    num = value
-                    break
-            if num is not None:
-                marks.append((ev.start_ns, ev.start_ns + ev.duration_ns, int(num)))
     if not marks:
         return []
-    marks.sort()
     if len(runs) == len(marks):
-        steps, prev_end = [], float("-inf")
-        for (start, _, num), (_, run_end) in zip(marks, runs):
-            begin = max(start, prev_end)
-            steps.append(Step(number=num, start_ns=begin, end_ns=max(run_end, begin)))
-            prev_end = run_end
+        steps, begin = [], marks[0][0]
+        for i, ((start, mark_end, num), (_, run_end)) in enumerate(zip(marks, runs)):
+            end = max(run_end, mark_end, marks[i + 1][0] if i + 1 < len(marks) else run_end, begin)
+            steps.append(Step(number=num, start_ns=begin, end_ns=end))
+            begin = end
         return steps
     intervals = sorted(intervals)
     starts = [s for s, _ in intervals]

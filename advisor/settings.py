@@ -1,0 +1,129 @@
+"""Rule selection and thresholds: from the project's config file, then the command line.
+
+Read from the current folder: `[tool.advisor]` in pyproject.toml, else `[advisor]` in
+setup.cfg. Both take `select` and `ignore` (rule ids) and `RULE.OPTION = value` thresholds;
+pyproject.toml may also nest them as `[tool.advisor.options.RULE]`.
+"""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import AdvisorError
+from .rule import Rule
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+
+@dataclasses.dataclass
+class Settings:
+    select: list[str] = dataclasses.field(default_factory=list)
+    ignore: list[str] = dataclasses.field(default_factory=list)
+    options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    source: str = ""
+
+
+def _split_ids(value) -> list[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.replace("\n", ",").split(",") if v.strip()]
+    return [str(v) for v in value or []]
+
+
+def read_project_settings(folder: Path) -> Settings:
+    pyproject, setup_cfg = folder / "pyproject.toml", folder / "setup.cfg"
+    if pyproject.is_file():
+        try:
+            doc = tomllib.loads(pyproject.read_text())
+        except (tomllib.TOMLDecodeError, OSError) as err:
+            raise AdvisorError(f"{pyproject}: cannot read it ({err}); fix the file or run advisor elsewhere") from None
+        section = doc.get("tool", {}).get("advisor")
+        if section is not None:
+            raw = {k: v for k, v in section.items() if k not in ("select", "ignore", "options")}
+            for rule, opts in (section.get("options") or {}).items():
+                for key, value in opts.items():
+                    raw[f"{rule}.{key}"] = value
+            return Settings(_split_ids(section.get("select")), _split_ids(section.get("ignore")),
+                            _group(raw, f"{pyproject} [tool.advisor]"), f"{pyproject} [tool.advisor]")
+    if setup_cfg.is_file():
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(setup_cfg)
+        except configparser.Error as err:
+            raise AdvisorError(f"{setup_cfg}: cannot read it ({err.message.splitlines()[0]})") from None
+        if parser.has_section("advisor"):
+            sec = dict(parser.items("advisor"))
+            raw = {k: v for k, v in sec.items() if k not in ("select", "ignore")}
+            return Settings(_split_ids(sec.get("select", "")), _split_ids(sec.get("ignore", "")),
+                            _group(raw, f"{setup_cfg} [advisor]"), f"{setup_cfg} [advisor]")
+    return Settings()
+
+
+def _group(raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in raw.items():
+        if "." not in key:
+            raise AdvisorError(f"{where}: unknown key {key!r}; use select, ignore, or RULE.OPTION = value")
+        rule, option = key.split(".", 1)
+        out.setdefault(rule, {})[option] = value
+    return out
+
+
+def parse_option_flags(items: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """`--option RULE.KEY=VALUE` flags."""
+    raw = {}
+    for item in items:
+        if "=" not in item or "." not in item.split("=", 1)[0]:
+            raise AdvisorError(f"--option expects RULE.OPTION=VALUE, got {item!r} "
+                               "(e.g. --option scan-dynamic-update-slice.min_share=0.1)")
+        key, value = item.split("=", 1)
+        raw[key.strip()] = value.strip()
+    return _group(raw, "--option")
+
+
+def validate_options(options: dict[str, dict[str, Any]], rules: dict[str, Rule]) -> dict[str, dict[str, Any]]:
+    """Options checked against each rule's thresholds and converted to their types."""
+    out: dict[str, dict[str, Any]] = {}
+    for rule_id, opts in options.items():
+        if rule_id not in rules:
+            raise AdvisorError(f"option for unknown rule {rule_id!r}; valid ids: {', '.join(rules)}")
+        known = rules[rule_id].options
+        for key, value in opts.items():
+            if key not in known:
+                raise AdvisorError(f"unknown option {rule_id}.{key}; {rule_id} takes: "
+                                   f"{', '.join(known) or 'no options'} (see `advisor explain {rule_id}`)")
+            out.setdefault(rule_id, {})[key] = _convert(value, known[key], f"{rule_id}.{key}")
+    return out
+
+
+def _convert(value, default, name: str):
+    if not isinstance(value, str):
+        return value
+    try:
+        if isinstance(default, bool):
+            return value.lower() in ("1", "true", "yes", "on")
+        if isinstance(default, int) or default is None:
+            return int(parse_size(value))
+        return float(value)
+    except ValueError:
+        raise AdvisorError(f"bad value for {name}: {value!r} is not a number") from None
+
+
+_UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(text: str) -> float:
+    """`24GB`, `24 GiB`, `512MiB`, `1e9` -> bytes."""
+    t = text.strip().lower().replace(" ", "")
+    num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = t[len(num):]
+    if unit not in _UNITS or not num:
+        raise ValueError(text)
+    return float(num) * _UNITS[unit]

@@ -1,0 +1,104 @@
+"""float32-activations: large activations at the memory peak are float32.
+
+## What it does
+Adds up the float32 temporaries live at the step's memory peak (activations, not
+parameters or optimizer state, and not attention logits, which have their own rule) and the
+share of matmul/convolution time spent in float32. It fires when float32 activations are a
+large share of peak memory in a program that computes its matmuls in float32.
+
+## Why is this bad?
+bfloat16 halves activation memory and, on GPUs and TPUs, runs matmuls on tensor cores/MXUs
+at several times the float32 rate (the tutorial: 20.6 GB / 2.1 s -> 14.6 GB / 1.1 s per step).
+Parameters and optimizer state stay float32 for stable updates. On the CPU backend the
+advice is different: most CPUs compute bfloat16 slower than float32 and XLA:CPU upcasts it,
+so there the rule only informs.
+
+## Example
+```python
+nn.Dense(features)                      # dtype defaults to the inputs' float32
+```
+
+## Use instead
+```python
+nn.Dense(features, dtype=jnp.bfloat16)  # param_dtype stays float32
+```
+
+## Options
+- `min_share` (default 0.3): fire when float32 activations are at least this share of peak memory.
+"""
+
+from __future__ import annotations
+
+from advisor.findings import Expected, Finding, Recommendation
+from advisor.model import Profile
+from advisor.rule import Rule
+from advisor.units import mib, pct
+
+from ._common import activations, bundled_config, dtype, is_attention_logits, requests_bfloat16, workload
+
+
+def _matmul_time(profile: Profile) -> tuple[float, float]:
+    """(float32 matmul/conv time, all matmul/conv time) in the step program."""
+    f32 = total = 0.0
+    for op in profile.ops:
+        if op.module != profile.step_module:
+            continue
+        ins = profile.instruction(op)
+        if ins and (ins.does("dot") or ins.does("convolution")):
+            total += op.self_ns
+            if ins.dtype == "f32":
+                f32 += op.self_ns
+    return f32, total
+
+
+def check(profile: Profile, min_share: float = 0.3):
+    memory = profile.memory
+    if memory is None or memory.peak_bytes <= 0:
+        return
+    if profile.backend == "cpu" and requests_bfloat16(profile):
+        return  # XLA:CPU upcasts bfloat16: the f32 buffers are its choice, not the program's
+    f32 = [b for b in activations(profile) if dtype(b.shape) == "f32" and not is_attention_logits(b.shape)]
+    f32_bytes = sum(b.bytes for b in f32)
+    share = f32_bytes / memory.peak_bytes
+    mm_f32, mm_total = _matmul_time(profile)
+    if share < min_share or (mm_total and mm_f32 / mm_total < 0.5):
+        return
+    cpu = profile.backend == "cpu"
+    largest = sorted(f32, key=lambda b: -b.bytes)[:5]
+    saving = f32_bytes // 2
+    yield Finding(
+        rule=RULE.id,
+        severity="info" if cpu else RULE.severity,
+        title=f"float32 activations are {pct(share)} of peak memory ({mib(f32_bytes)})"
+              + (f"; {pct(mm_f32 / mm_total)} of matmul time is float32" if mm_total else ""),
+        evidence={
+            "float32_activation_bytes": f32_bytes,
+            "peak_bytes": memory.peak_bytes,
+            "share_of_peak": round(share, 4),
+            "float32_matmul_share": round(mm_f32 / mm_total, 4) if mm_total else None,
+            "largest": [{"shape": b.shape, "bytes": b.bytes, "share_of_peak": round(b.bytes / memory.peak_bytes, 4)}
+                        for b in largest],
+        },
+        recommendation=Recommendation(
+            text="compute in bfloat16 (Flax: dtype=jnp.bfloat16 on the layers), keeping parameters and optimizer "
+                 "state float32" + ("; on this CPU backend expect the memory saving only if XLA keeps bf16 buffers, "
+                                    "and slower matmuls: most CPUs compute bfloat16 slower than float32" if cpu else ""),
+            config={"model.dtype": "bfloat16"} if bundled_config(profile) and workload(profile) else {},
+            expected=Expected("peak_memory", saving, "bytes",
+                              f"up to {mib(saving)} less peak memory (half the float32 activations)"
+                              + ("" if cpu else ", and faster matmuls on tensor cores")),
+            cost="lower precision in activations (bfloat16 keeps float32's range, 8 bits of mantissa); "
+                 "keep softmax/normalization statistics in float32",
+        ),
+        impact=share / 2,
+    )
+
+
+RULE = Rule(
+    id="float32-activations",
+    severity="warning",
+    backends=("cpu", "gpu", "tpu"),
+    summary="large float32 activations at peak where bfloat16 compute would do (info only on CPU)",
+    check=check,
+    doc=__doc__,
+)

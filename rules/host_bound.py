@@ -1,0 +1,100 @@
+"""host-bound: the device waits on the host inside the steps.
+
+## What it does
+Measures how much of each profiled step the device spends idle: step time less the time
+the device was executing (XLA executor threads on the CPU backend, kernels and copies on a
+GPU). When the idle share is large it looks at what the host did in that time: waiting
+on device values (`float(loss)`, `np.asarray`, `block_until_ready`, printing), copying data
+to the device, compiling, or plain Python dispatch.
+
+## Why is this bad?
+JAX dispatches asynchronously: the host should queue step N+1 while the device runs step
+N. Anything that makes the host wait for a result every step (printing or logging a loss,
+`.item()`), or that keeps it busy preparing data, leaves the device idle for that time.
+
+## Example
+```python
+for step in range(steps):
+    state, loss = train_step(state, batch)
+    print(float(loss))                 # waits for the device every step
+```
+
+## Use instead
+```python
+    if step % 100 == 0:
+        print(float(loss))             # or accumulate metrics on device
+```
+Prepare and transfer the next batch while the current step runs (prefetch), and jit a
+larger piece of work when the steps are tiny.
+
+## Options
+- `min_idle_share` (default 0.2): fire when the device idles at least this share of step time.
+"""
+
+from __future__ import annotations
+
+from advisor.findings import Expected, Finding, Recommendation
+from advisor.model import Profile
+from advisor.rule import Rule
+from advisor.units import ms, pct
+
+from ._common import merge, overlap_ns, steps_total_ns
+
+ADVICE = {
+    "sync": ("the host waits for device values every step (converting, printing or blocking on results): "
+             "fetch metrics every N steps, or accumulate them on device"),
+    "transfer": "the host copies input data to the device inside the step: prefetch the next batch to the "
+                "device while the current step runs, or keep the data on device",
+    "compile": "the host compiles inside the steps: see the recompilation finding",
+    "dispatch": "the host spends the gap in Python dispatch or data preparation: jit a larger piece of work "
+                "(the whole step, or several steps with lax.scan) and prepare batches ahead of time",
+}
+
+
+def check(profile: Profile, min_idle_share: float = 0.2):
+    total = steps_total_ns(profile)
+    if not profile.steps or not profile.busy or total <= 0:
+        return
+    busy = sum(overlap_ns(profile.busy, s.start_ns, s.end_ns) for s in profile.steps)
+    idle = total - busy
+    share = idle / total
+    if share < min_idle_share:
+        return
+    by_cause = {}
+    for cause in ("sync", "transfer", "compile"):
+        spans = merge([(e.start_ns, e.start_ns + e.duration_ns) for e in profile.host_events if e.category == cause])
+        by_cause[cause] = sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in profile.steps)
+    cause = max(by_cause, key=by_cause.get)
+    if by_cause[cause] < 0.05 * idle:
+        cause = "dispatch"
+    per_step_idle = idle / len(profile.steps)
+    yield Finding(
+        rule=RULE.id,
+        severity=RULE.severity,
+        title=f"the device is idle {pct(share)} of step time ({ms(per_step_idle)} per step): host-bound, "
+              f"mostly {cause}",
+        evidence={
+            "idle_share": round(share, 4),
+            "idle_per_step_ms": round(per_step_idle / 1e6, 3),
+            "step_time_total_ms": round(total / 1e6, 3),
+            "host_time_in_steps_ms": {k: round(v / 1e6, 3) for k, v in by_cause.items()},
+            "likely_cause": cause,
+        },
+        recommendation=Recommendation(
+            text=ADVICE[cause],
+            expected=Expected("step_time", round(per_step_idle / 1e6, 3), "ms",
+                              f"up to {ms(per_step_idle)} per step, the measured device idle time"),
+            cost="less frequent logging; prefetching holds one more batch in device memory",
+        ),
+        impact=share,
+    )
+
+
+RULE = Rule(
+    id="host-bound",
+    severity="warning",
+    backends=("cpu", "gpu", "tpu"),
+    summary="the device sits idle inside steps waiting on the host (sync, transfers, dispatch)",
+    check=check,
+    doc=__doc__,
+)

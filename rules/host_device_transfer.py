@@ -1,0 +1,93 @@
+"""host-device-transfer: large host-to-device (or device-to-host) copies every step.
+
+## What it does
+Finds the copies between host and device inside the profiled steps: memcpy events on the
+GPU's streams (with their sizes from CUPTI's `memcpy_details`), or the PjRt client's
+`H2D Dispatch` on the CPU backend (where the trace records no size). It fires when every
+step copies, and the copies are large or take a material share of step time.
+
+## Why is this bad?
+A NumPy batch, or any host value passed to a jitted step, is copied to the device on every
+call; so is every value fetched back. Over PCIe (about 10-25 GB/s) a large batch costs
+milliseconds in the critical path when the copy is synchronous with the step. On the CPU
+backend the "device" shares host memory, so the copy is a memcpy and matters much less.
+
+## Example
+```python
+for x in numpy_batches:
+    state = train_step(state, x)      # x is copied host -> device inside the step
+```
+
+## Use instead
+Put the next batch on the device while the current step runs (`jax.device_put` ahead of
+time, or `flax.jax_utils.prefetch_to_device`), keep data that does not change on the
+device, and fetch results back only when needed.
+
+## Options
+- `min_share` (default 0.05): fire when the copies take at least this share of step time,
+- `min_bytes_per_step` (default 16 MiB): or move at least this much per step (GPU only).
+"""
+
+from __future__ import annotations
+
+from advisor.findings import Expected, Finding, Recommendation
+from advisor.model import Profile
+from advisor.rule import Rule
+from advisor.units import mib, ms, pct
+
+from ._common import steps_total_ns
+
+
+def check(profile: Profile, min_share: float = 0.05, min_bytes_per_step: int = 16 * 1024 * 1024):
+    steps = profile.steps
+    total = steps_total_ns(profile)
+    if not steps or total <= 0:
+        return
+    copies = [t for t in profile.transfers if t.kind in ("H2D", "D2H")]
+    per_step = [[t for t in copies if s.start_ns <= t.start_ns < s.end_ns] for s in steps]
+    if not all(per_step):
+        return
+    in_steps = [t for group in per_step for t in group]
+    time_ns = sum(t.duration_ns for t in in_steps)
+    sized = [t.bytes for t in in_steps if t.bytes is not None]
+    bytes_per_step = sum(sized) / len(steps) if sized else None
+    share = time_ns / total
+    big = bytes_per_step is not None and bytes_per_step >= min_bytes_per_step
+    if share < min_share and not big:
+        return
+    kinds = sorted({t.kind for t in in_steps})
+    size_text = f", {mib(bytes_per_step)} per step" if bytes_per_step is not None else \
+        " (the CPU trace records no sizes)"
+    cpu = profile.backend == "cpu"
+    yield Finding(
+        rule=RULE.id,
+        severity="info" if cpu else RULE.severity,
+        title=f"{'/'.join(kinds)} copies every step take {pct(share)} of step time "
+              f"({ms(time_ns / len(steps))} per step{size_text})",
+        evidence={
+            "copies_per_step": round(len(in_steps) / len(steps), 2),
+            "copy_time_per_step_ms": round(time_ns / len(steps) / 1e6, 3),
+            "share_of_step_time": round(share, 4),
+            "bytes_per_step": int(bytes_per_step) if bytes_per_step is not None else None,
+            "kinds": kinds,
+        },
+        recommendation=Recommendation(
+            text="move the next batch to the device while the current step runs (jax.device_put ahead of time or "
+                 "flax.jax_utils.prefetch_to_device), keep constant data on the device, fetch results back rarely"
+                 + ("; on the CPU backend the copy is a host memcpy, so expect a small gain" if cpu else ""),
+            expected=Expected("step_time", round(time_ns / len(steps) / 1e6, 3), "ms",
+                              f"up to {ms(time_ns / len(steps))} per step, the measured copy time"),
+            cost="one more batch held in device memory while prefetching",
+        ),
+        impact=share,
+    )
+
+
+RULE = Rule(
+    id="host-device-transfer",
+    severity="warning",
+    backends=("cpu", "gpu", "tpu"),
+    summary="large host-to-device or device-to-host copies every step",
+    check=check,
+    doc=__doc__,
+)
