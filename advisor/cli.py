@@ -165,7 +165,7 @@ def _print(analyses, fmt: str, read_from: str) -> None:
         click.echo(render(analyses, read_from))
     else:
         from .report.text import render
-        render(analyses, Console(highlight=False, soft_wrap=True))
+        render(analyses, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160))
 
 
 if __name__ == "__main__":

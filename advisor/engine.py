@@ -89,6 +89,29 @@ def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
     return Analysis(profile=profile, findings=findings, summary=summarize(profile))
 
 
+def _device_summary(d, steps) -> dict[str, Any]:
+    out = {
+        "name": d.name,
+        "description": d.description,
+        "kernels": d.kernel_count,
+        "kernel_time_ms": round(d.kernel_ns / 1e6, 3),
+        "small_kernels": d.small_kernel_count,
+        "small_kernel_time_ms": round(d.small_kernel_ns / 1e6, 3),
+        "memcpys": d.memcpy_count,
+        "memcpy_time_ms": round(d.memcpy_ns / 1e6, 3),
+        "time_by_category_ms": {k: round(v / 1e6, 3) for k, v in sorted(d.time_by_category.items(),
+                                                                          key=lambda kv: -kv[1])},
+        "memory_bytes": d.memory_bytes,
+    }
+    if steps:
+        total = sum(s.duration_ns for s in steps)
+        busy = sum(max(0.0, min(b, s.end_ns) - max(a, s.start_ns)) for s in steps for a, b in d.busy
+                   if a < s.end_ns and b > s.start_ns)
+        out["busy_in_steps_ms"] = round(busy / 1e6, 3)
+        out["idle_in_steps_ms"] = round((total - busy) / 1e6, 3)
+    return out
+
+
 def summarize(profile: Profile) -> dict[str, Any]:
     steps = profile.steps
     meta = profile.run_metadata
@@ -107,6 +130,13 @@ def summarize(profile: Profile) -> dict[str, Any]:
         "modules": len(profile.modules),
         "advisor_version": __version__,
     }
+    if profile.devices:
+        out["devices"] = [_device_summary(d, steps) for d in profile.devices if d.active]
+        out["devices_idle"] = [d.name for d in profile.devices if not d.active]
+    if profile.allocators:
+        out["allocators"] = [{"allocator": a.allocator, "peak_bytes": a.peak_bytes,
+                              "lifetime_peak_bytes": a.lifetime_peak_bytes, "events": a.events}
+                             for a in profile.allocators]
     if profile.device_memory_profile:
         out["device_memory_profile"] = [
             {"kind": e.kind, "device": e.device, "bytes": e.bytes, "count": e.count}

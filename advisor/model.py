@@ -38,6 +38,8 @@ class Instruction:
     source: Optional[SourceLine]  # first frame in user code, if the trace carries it
     in_loop_body: bool            # runs inside a while loop body (a scan), at any depth
     fused_opcodes: frozenset[str] = frozenset()   # for fusions: the opcodes inside
+    custom_call_target: str = ""
+    matmul_dtype: str = ""      # for matmuls (dots, convolutions, GEMM calls): the operands' dtype
 
     @property
     def shape(self) -> str:
@@ -46,6 +48,14 @@ class Instruction:
     def does(self, opcode: str) -> bool:
         """True if this instruction is `opcode` or a fusion containing it."""
         return self.opcode == opcode or opcode in self.fused_opcodes
+
+    @property
+    def is_matmul(self) -> bool:
+        """A dot or convolution, fused or not, or a library GEMM call (cuBLAS, hipBLASLt)."""
+        if self.does("dot") or self.does("convolution"):
+            return True
+        target = self.custom_call_target.lower()
+        return self.opcode == "custom-call" and any(k in target for k in ("gemm", "matmul", "cublas", "hipblas"))
 
 
 @dataclasses.dataclass
@@ -59,6 +69,7 @@ class HloModule:
     output_bytes: int
     has_remat: bool                      # JAX marked some ops as rematerialized (checkpoint)
     grad_accumulation_steps: Optional[int] = None   # trip count of a loop computing gradients (0: unknown)
+    updated_parameters: frozenset[int] = frozenset()  # entry parameters returned updated (train state)
 
     @property
     def key(self) -> str:
@@ -92,6 +103,44 @@ class OpStat:
     name: str                   # hlo_op
     self_ns: float
     count: int
+    device: str = ""            # plane name on GPU/TPU traces; "" on the CPU backend
+
+
+@dataclasses.dataclass
+class DeviceSummary:
+    """One accelerator's activity over the profiled window (GPU and TPU traces)."""
+    name: str                       # plane name, e.g. "/device:GPU:0"
+    description: str                # e.g. "NVIDIA H100 80GB HBM3" or "AMD GPU, gfx9.4, 304 CUs"
+    vendor: str = ""
+    compute_capability: str = ""
+    core_count: Optional[int] = None        # SMs (NVIDIA) or CUs (AMD)
+    clock_mhz: Optional[float] = None
+    memory_bytes: Optional[int] = None
+    memory_bandwidth_bytes_per_s: Optional[int] = None
+    kernel_count: int = 0
+    kernel_ns: float = 0.0
+    small_kernel_count: int = 0             # kernels shorter than SMALL_KERNEL_NS
+    small_kernel_ns: float = 0.0
+    memcpy_count: int = 0
+    memcpy_ns: float = 0.0
+    busy: list[tuple[float, float]] = dataclasses.field(default_factory=list)   # merged
+    time_by_category: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return self.kernel_count + self.memcpy_count > 0
+
+
+SMALL_KERNEL_NS = 10_000.0
+
+
+@dataclasses.dataclass
+class AllocatorPeak:
+    """Peak memory of one allocator, from its MemoryAllocation/MemoryDeallocation events."""
+    allocator: str                  # e.g. "GPU_0_bfc"
+    peak_bytes: int                 # most bytes allocated at once inside the window
+    lifetime_peak_bytes: int        # the allocator's own peak_bytes_in_use (since process start)
+    events: int
 
 
 @dataclasses.dataclass
@@ -148,6 +197,12 @@ class Profile:
     busy: list[tuple[float, float]] = dataclasses.field(default_factory=list)   # device executing, merged
     host_events: list[HostEvent] = dataclasses.field(default_factory=list)
     transfers: list[Transfer] = dataclasses.field(default_factory=list)
+    devices: list[DeviceSummary] = dataclasses.field(default_factory=list)    # accelerators, active or not
+    allocators: list[AllocatorPeak] = dataclasses.field(default_factory=list)
+
+    @property
+    def active_devices(self) -> list[DeviceSummary]:
+        return [d for d in self.devices if d.active]
 
     def in_steps(self, start_ns: float, end_ns: float) -> bool:
         """True if [start, end) overlaps a profiled step (or there are no steps)."""

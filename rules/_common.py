@@ -93,3 +93,20 @@ def merge(spans) -> list[tuple[float, float]]:
         else:
             out.append([start, end])
     return [(a, b) for a, b in out]
+
+
+def layers_in(buffers) -> int:
+    """How many layers the activations come from, guessed from their shapes.
+
+    A scan stacks them: most activation bytes share the leading dimension (the layer
+    count). Unrolled, each layer has its own buffers: the largest shape repeats per layer.
+    """
+    big = [b for b in buffers if len(dims(b.shape)) >= 3]
+    if not big:
+        return 1
+    largest = max(big, key=lambda b: b.bytes)
+    lead = dims(largest.shape)[0]
+    stacked = sum(b.bytes for b in big if dims(b.shape)[0] == lead)
+    if lead > 1 and stacked >= 0.5 * sum(b.bytes for b in big) and len(dims(largest.shape)) >= 4:
+        return lead
+    return max(1, sum(1 for b in big if b.shape == largest.shape))

@@ -44,9 +44,9 @@ def _matmul_time(profile: Profile) -> tuple[float, float]:
         if op.module != profile.step_module:
             continue
         ins = profile.instruction(op)
-        if ins and (ins.does("dot") or ins.does("convolution")):
+        if ins and ins.is_matmul:
             total += op.self_ns
-            if ins.dtype == "f32":
+            if (ins.matmul_dtype or ins.dtype) == "f32":
                 f32 += op.self_ns
     return f32, total
 

@@ -2,8 +2,10 @@
 
 ## What it does
 Reads the jitted step's input/output aliasing from its optimized HLO. When no input is
-aliased to an output while the inputs (parameters, optimizer state) that the step returns
-updated are a material share of peak memory, it reports the memory that donation frees.
+aliased to an output while the inputs the step returns updated (parameters, optimizer
+state: an output computed directly from the input of the same shape) are a material share
+of peak memory, it reports the memory that donation frees. A function that returns
+gradients, not updated inputs, has nothing to donate and is left alone.
 
 ## Why is this bad?
 A train step takes the state and returns a new state of the same shapes. Without donation
@@ -41,17 +43,19 @@ def check(profile: Profile, min_share: float = 0.1):
     if memory is None or module is None or module.aliased_parameters or memory.peak_bytes <= 0:
         return
     inputs = sum(module.parameter_bytes.values())
-    donatable = min(inputs, module.output_bytes)
+    state = {n: b for n, b in module.parameter_bytes.items() if n in module.updated_parameters}
+    donatable = sum(state.values())
     share = donatable / memory.peak_bytes
     if share < min_share:
         return
-    biggest = sorted(module.parameter_bytes.items(), key=lambda kv: -kv[1])[:5]
+    biggest = sorted(state.items(), key=lambda kv: -kv[1])[:5]
     yield Finding(
         rule=RULE.id,
         severity=RULE.severity,
         title=f"no input is donated: {mib(donatable)} of state ({pct(share)} of peak memory) is held twice",
         evidence={
             "donatable_bytes": donatable,
+            "updated_inputs": len(state),
             "input_bytes": inputs,
             "output_bytes": module.output_bytes,
             "peak_bytes": memory.peak_bytes,

@@ -61,6 +61,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
 
     instructions: dict[str, Instruction] = {}
     has_remat = False
+    inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()}
     for comp in mod.computations:
         for ins in comp.instructions:
             dtype, dims, nbytes = shape_info(ins.shape)
@@ -72,23 +73,32 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
             if ins.opcode == "fusion":
                 fused_ops = frozenset().union(*(fused.get(c, frozenset()) for c in ins.called_computation_ids))
             has_remat = has_remat or bool(_REMAT_RE.search(md.op_name))
+            if dtype == "tuple" and ins.shape.tuple_shapes:
+                # library calls return (result, workspace): describe the result
+                dtype, dims, _ = shape_info(ins.shape.tuple_shapes[0])
+            if ins.opcode == "fusion":
+                mm_dtype = next((inner_matmul[c] for c in ins.called_computation_ids if inner_matmul.get(c)), "")
+            else:
+                mm_dtype = _operand_dtype(comp, ins)
             instructions[ins.name] = Instruction(
                 name=ins.name, opcode=ins.opcode, computation=comp.name, dtype=dtype, dims=dims,
                 bytes=nbytes, op_name=md.op_name, source=source, in_loop_body=comp.id in loop_comps,
-                fused_opcodes=fused_ops)
+                fused_opcodes=fused_ops, custom_call_target=ins.custom_call_target, matmul_dtype=mm_dtype)
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
-    params, output_bytes = {}, 0
+    params, output_bytes, updated = {}, 0, frozenset()
     if entry is not None:
         for ins in entry.instructions:
             if ins.opcode == "parameter":
                 params[int(ins.parameter_number)] = shape_info(ins.shape)[2]
             if ins.id == entry.root_id:
                 output_bytes = shape_info(ins.shape)[2]
+        updated = _updated_parameters(entry)
     aliased = frozenset(int(e.parameter_number) for e in mod.input_output_alias.entries)
     return HloModule(name=mod.name, program_id=program_id, instructions=instructions,
                      aliased_parameters=aliased, parameter_bytes=params, output_bytes=output_bytes,
-                     has_remat=has_remat, grad_accumulation_steps=accumulation)
+                     has_remat=has_remat, grad_accumulation_steps=accumulation,
+                     updated_parameters=updated)
 
 
 def _loop_computations(comps) -> set[int]:
@@ -103,6 +113,48 @@ def _loop_computations(comps) -> set[int]:
         inside.add(cid)
         todo.extend(calls.get(cid, ()))
     return inside
+
+
+_PASS_THROUGH = ("get-tuple-element", "bitcast", "copy", "reshape")
+
+
+def _operand_dtype(comp, ins) -> str:
+    """Dtype of the first operand: the precision a dot, convolution or GEMM call computes in."""
+    if not ins.operand_ids:
+        return ""
+    for other in comp.instructions:
+        if other.id == ins.operand_ids[0]:
+            return shape_info(other.shape)[0]
+    return ""
+
+
+def _matmul_dtype_in(comp) -> str:
+    for ins in comp.instructions:
+        if ins.opcode in ("dot", "convolution"):
+            return _operand_dtype(comp, ins)
+    return ""
+
+
+def _updated_parameters(entry) -> frozenset[int]:
+    """Entry parameters the program returns updated: an output computed directly from the
+    parameter of the same shape (`new = f(old, ...)`, as an optimizer step does), not merely
+    an output of the same shape (a gradient is computed from activations, not from the weight).
+    """
+    by_id = {i.id: i for i in entry.instructions}
+    root = by_id.get(entry.root_id)
+    if root is None:
+        return frozenset()
+    outputs = [by_id[o] for o in root.operand_ids if o in by_id] if root.opcode == "tuple" else [root]
+    updated = set()
+    for out in outputs:
+        shape = shape_info(out.shape)
+        for operand_id in out.operand_ids:
+            src = by_id.get(operand_id)
+            while src is not None and src.opcode in _PASS_THROUGH and src.operand_ids:
+                src = by_id.get(src.operand_ids[0])
+            if src is not None and src.opcode == "parameter" and shape_info(src.shape) == shape:
+                updated.add(int(src.parameter_number))
+    return frozenset(updated)
 
 
 def _reachable(comps, roots) -> set[int]:

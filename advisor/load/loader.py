@@ -8,6 +8,7 @@ from typing import Optional
 from ..errors import AdvisorError
 from ..locate import RunFiles
 from ..model import Buffer, HloModule, MemoryAtPeak, Profile
+from ..categories import categorize
 from .hlo import parse_module, split_key
 from .memprof import read_memory_profile
 from .timeline import read_timeline
@@ -45,6 +46,7 @@ def load_run(run: RunFiles) -> Profile:
 
     backend = timeline.backend
     device_name = timeline.device_name or meta.get("device_kind", "") or backend
+    _categorize_devices(timeline, modules)
     notes = []
     if backend == "unknown":
         notes.append("no XLA op events found in this trace: was anything running while it was recorded?")
@@ -64,7 +66,21 @@ def load_run(run: RunFiles) -> Profile:
         busy=timeline.busy,
         host_events=timeline.host_events,
         transfers=timeline.transfers,
+        devices=timeline.devices,
+        allocators=timeline.allocators,
     )
+
+
+def _categorize_devices(timeline, modules: dict[str, HloModule]) -> None:
+    """Each device's op time by category, from the HLO instruction behind every kernel."""
+    by_device = {d.name: d for d in timeline.devices}
+    for op in timeline.ops:
+        device = by_device.get(op.device)
+        if device is None:
+            continue
+        module = modules.get(op.module)
+        category = categorize(module.instructions.get(op.name) if module else None, op.name)
+        device.time_by_category[category] = device.time_by_category.get(category, 0.0) + op.self_ns
 
 
 def _capacity(device_stats: dict) -> Optional[int]:
@@ -96,7 +112,8 @@ def _step_module(ops, modules) -> Optional[str]:
     """The program with the most op time: the training step in a training trace."""
     totals: dict[str, float] = {}
     for op in ops:
-        totals[op.module] = totals.get(op.module, 0.0) + op.self_ns
+        if op.module != "(no module)":
+            totals[op.module] = totals.get(op.module, 0.0) + op.self_ns
     if not totals:
         return None
     return max(totals, key=totals.get)

@@ -11,7 +11,7 @@ import dataclasses
 import re
 from typing import Optional
 
-from ..model import HostEvent, OpStat, Step, Transfer
+from ..model import SMALL_KERNEL_NS, AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer
 
 # Host thread lines where XLA's CPU runtime executes HLO ops.
 _CPU_EXECUTOR_PREFIXES = ("tf_XLA",)
@@ -32,6 +32,8 @@ class Timeline:
     busy: list[tuple[float, float]] = dataclasses.field(default_factory=list)   # merged op-busy intervals
     host_events: list[HostEvent] = dataclasses.field(default_factory=list)     # compile, sync, transfer
     transfers: list[Transfer] = dataclasses.field(default_factory=list)
+    devices: list[DeviceSummary] = dataclasses.field(default_factory=list)
+    allocators: list[AllocatorPeak] = dataclasses.field(default_factory=list)
 
 
 # Host events that explain where a step's time goes when the device waits (see host-bound).
@@ -66,7 +68,7 @@ class _OpAccumulator:
         self.runs: dict[tuple[str, int], list[float]] = {}   # (module, run_id) -> [start, end]
 
 
-    def add_line(self, events: list[tuple]) -> None:
+    def add_line(self, events: list[tuple], device: str = "") -> None:
         """events: (start, duration, module_key, op, run_id or None) on one line, sorted by start."""
         stack: list[tuple[float, int]] = []   # (end, index) of the enclosing ops
         self_ns = [0.0] * len(events)
@@ -91,9 +93,9 @@ class _OpAccumulator:
             intervals.append((start, end))
         by_key = self.by_key
         for idx, (_, _, module, op, _) in enumerate(events):
-            entry = by_key.get((module, op))
+            entry = by_key.get((device, module, op))
             if entry is None:
-                entry = by_key[(module, op)] = [0.0, 0]
+                entry = by_key[(device, module, op)] = [0.0, 0]
             entry[0] += self_ns[idx] if self_ns[idx] > 0 else 0.0
             entry[1] += 1
 
@@ -104,7 +106,7 @@ class _OpAccumulator:
     def step_runs(self) -> list[tuple[float, float]]:
         """Executions (start, end) of the program with the most op time, in order."""
         totals: dict[str, float] = {}
-        for (module, _), (self_ns, _) in self.by_key.items():
+        for (_, module, _), (self_ns, _) in self.by_key.items():
             totals[module] = totals.get(module, 0.0) + self_ns
         if not totals:
             return []
@@ -112,7 +114,7 @@ class _OpAccumulator:
         return sorted(tuple(span) for (module, _), span in self.runs.items() if module == top)
 
     def stats(self) -> list[OpStat]:
-        return [OpStat(module=m, name=o, self_ns=v[0], count=v[1]) for (m, o), v in self.by_key.items()]
+        return [OpStat(module=m, name=o, self_ns=v[0], count=v[1], device=d) for (d, m, o), v in self.by_key.items()]
 
 
 def read_timeline(profile_data) -> Timeline:
@@ -125,15 +127,13 @@ def read_timeline(profile_data) -> Timeline:
     host_events: list[HostEvent] = []
 
     backend, device_name, device_stats = "cpu", "", {}
-    active = [p for p in device_planes if any(True for _ in p.lines)]
+    devices = [_device_plane(p, acc, transfers) for p in device_planes]
+    active = [d for d in devices if d.active]
     if active:
         backend = "tpu" if active[0].name.startswith("/device:TPU") else "gpu"
-        device_stats = dict(active[0].stats)
-        device_name = str(device_stats.get("gpu_device_name") or device_stats.get("device_vendor") or active[0].name)
-        for plane in active:
-            for line in plane.lines:
-                if line.name.startswith("Stream") or backend == "tpu":
-                    acc.add_line(_device_op_events(line, plane.name, transfers))
+        first = next(p for p in device_planes if p.name == active[0].name)
+        device_stats = dict(first.stats)
+        device_name = active[0].description + (f" (x{len(active)} active)" if len(active) > 1 else "")
     elif host is not None:
         for line in host.lines:
             if line.name.startswith(_CPU_EXECUTOR_PREFIXES):
@@ -141,15 +141,16 @@ def read_timeline(profile_data) -> Timeline:
         if "cpu_version" not in host_stats and not acc.by_key:
             backend = "unknown"
 
-    steps = []
+    steps, allocators = [], []
     if host is not None:
-        marks = _host_pass(host, host_events)
+        marks, allocators = _host_pass(host, host_events)
         steps = _steps(marks, acc.intervals, acc.step_runs())
     transfers.extend(HostEvent_to_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
     host_events.sort(key=lambda e: e.start_ns)
     return Timeline(backend=backend, device_name=device_name, device_stats=device_stats,
                     ops=acc.stats(), steps=steps, host_stats=host_stats, busy=_merge(acc.busy_spans()),
-                    host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns))
+                    host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns),
+                    devices=devices, allocators=allocators)
 
 
 def HostEvent_to_transfer(event: HostEvent) -> Transfer:  # noqa: N802 - reads as a conversion
@@ -167,15 +168,20 @@ def _merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return [(a, b) for a, b in out]
 
 
-def _host_pass(host, host_events: list[HostEvent]) -> list[tuple[float, float, int]]:
-    """Step marks, and the compile / sync / transfer events of the host threads."""
+_ALLOC_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
+_ALLOC_STATS = frozenset({"allocator_name", "bytes_allocated", "peak_bytes_in_use"})
+
+
+def _host_pass(host, host_events: list[HostEvent]):
+    """Step marks; compile / sync / transfer events; allocator peaks from memory events."""
     marks = []
     categories: dict[str, Optional[str]] = {}
+    alloc: dict[str, list[int]] = {}    # allocator -> [peak allocated, lifetime peak, events]
     for line in host.lines:
-        name0 = line.name
-        if name0.startswith(_CPU_EXECUTOR_PREFIXES) or name0.startswith("Host Threads"):
+        line_name = line.name
+        if line_name.startswith(_CPU_EXECUTOR_PREFIXES) or line_name.startswith("Host Threads"):
             continue
-        compiler_line = name0.startswith(_COMPILER_LINES)
+        step_line = not line_name.startswith(_NOT_STEP_LINES)
         for ev in line.events:
             name = ev.name
             cat = categories.get(name, "?")
@@ -184,14 +190,22 @@ def _host_pass(host, host_events: list[HostEvent]) -> list[tuple[float, float, i
             if cat is not None:
                 host_events.append(HostEvent(name, ev.start_ns, ev.duration_ns, cat))
                 continue
-            if compiler_line or name.startswith("$"):
+            if name in _ALLOC_EVENTS:
+                stats = _stat_dict(ev, _ALLOC_STATS)
+                entry = alloc.setdefault(str(stats.get("allocator_name", "?")), [0, 0, 0])
+                entry[0] = max(entry[0], int(stats.get("bytes_allocated", 0) or 0))
+                entry[1] = max(entry[1], int(stats.get("peak_bytes_in_use", 0) or 0))
+                entry[2] += 1
+                continue
+            if not step_line or name.startswith("$"):
                 continue
             for key, value in ev.stats:
                 if key == "step_num":
                     marks.append((ev.start_ns, ev.start_ns + ev.duration_ns, int(value)))
                     break
     marks.sort()
-    return marks
+    allocators = [AllocatorPeak(a, v[0], v[1], v[2]) for a, v in sorted(alloc.items())]
+    return marks, allocators
 
 
 def _module_key(stats: dict) -> str:
@@ -245,23 +259,66 @@ _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "Me
 _DEVICE_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "memcpy_details"})
 
 
-def _device_op_events(line, device: str, transfers: list[Transfer]) -> list[tuple]:
-    """Kernel and memcpy events of one GPU stream (or TPU line)."""
-    out = []
-    for ev in line.events:
-        stats = _stat_dict(ev, _DEVICE_STATS)
-        kind = _MEMCPY_KINDS.get(ev.name)
-        details = stats.get("memcpy_details")
-        if kind or details:
-            transfers.append(Transfer(kind=kind or _memcpy_kind(str(details)), start_ns=ev.start_ns,
-                                      duration_ns=ev.duration_ns, bytes=_memcpy_bytes(details), device=device))
-        op = stats.get("hlo_op")
-        if op is None:
-            out.append((ev.start_ns, ev.duration_ns, "(no module)", ev.name, None))
-            continue
-        out.append((ev.start_ns, ev.duration_ns, _module_key(stats), str(op).split("::")[-1], None))
-    out.sort(key=lambda e: e[0])
-    return out
+_DEVICE_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "memcpy_details", "kernel_details"})
+
+
+def _device_plane(plane, acc: _OpAccumulator, transfers: list[Transfer]) -> DeviceSummary:
+    """Kernels and copies of one GPU (or TPU) plane: op self times, counts, busy intervals."""
+    summary = _describe(plane.name, dict(plane.stats))
+    tpu = plane.name.startswith("/device:TPU")
+    spans = []
+    for line in plane.lines:
+        if not (line.name.startswith("Stream") or tpu):
+            continue   # derived lines (XLA Ops, Steps, ...) repeat the stream events
+        events = []
+        for ev in line.events:
+            stats = _stat_dict(ev, _DEVICE_STATS)
+            start, dur = ev.start_ns, ev.duration_ns
+            spans.append((start, start + dur))
+            kind = _MEMCPY_KINDS.get(ev.name)
+            details = stats.get("memcpy_details")
+            if kind or details:
+                transfers.append(Transfer(kind=kind or _memcpy_kind(str(details)), start_ns=start,
+                                          duration_ns=dur, bytes=_memcpy_bytes(details), device=plane.name))
+                summary.memcpy_count += 1
+                summary.memcpy_ns += dur
+            elif stats.get("kernel_details"):
+                summary.kernel_count += 1
+                summary.kernel_ns += dur
+                if dur < SMALL_KERNEL_NS:
+                    summary.small_kernel_count += 1
+                    summary.small_kernel_ns += dur
+            op = stats.get("hlo_op")
+            if op is None:
+                events.append((start, dur, "(no module)", ev.name, None))
+            else:
+                events.append((start, dur, _module_key(stats), str(op).split("::")[-1], None))
+        events.sort(key=lambda e: e[0])
+        acc.add_line(events, plane.name)
+    summary.busy = _merge(spans)
+    return summary
+
+
+def _describe(name: str, stats: dict) -> DeviceSummary:
+    vendor = str(stats.get("device_vendor", "") or "")
+    major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
+    cc = f"{major}.{minor}" if major is not None else ""
+    cores = int(stats["core_count"]) if stats.get("core_count") else None
+    clock = float(stats["clock_rate"]) / 1000 if stats.get("clock_rate") else None   # kHz -> MHz
+    memory = int(stats["memory_size"]) if stats.get("memory_size") else None
+    bandwidth = int(stats["memory_bandwidth"]) if stats.get("memory_bandwidth") else None
+    kind = name.split(":")[1] if name.count(":") >= 2 else "device"
+    text = str(stats.get("gpu_device_name") or "") or (f"{vendor} {kind}" if vendor else kind)
+    parts = [text]
+    if cc:
+        parts.append(f"compute capability {cc}" if vendor.lower() != "amd" else f"gfx {cc}")
+    if cores:
+        parts.append(f"{cores} {'CUs' if vendor.lower() == 'amd' else 'SMs'}")
+    if memory:
+        parts.append(f"{memory / 2**30:.1f} GiB")
+    return DeviceSummary(name=name, description=", ".join(parts), vendor=vendor, compute_capability=cc,
+                         core_count=cores, clock_mhz=clock, memory_bytes=memory,
+                         memory_bandwidth_bytes_per_s=bandwidth)
 
 
 def _memcpy_bytes(details) -> Optional[int]:

@@ -44,6 +44,19 @@ def _summary(doc: dict, console: Console) -> None:
         table.add_row("peak memory", "unknown: the trace carries no buffer assignment for the step program")
     if s.get("device_capacity_bytes"):
         table.add_row("device memory", mib(s["device_capacity_bytes"]))
+    for dev in s.get("devices", []):
+        cats = ", ".join(f"{k} {v:.2f} ms" for k, v in list(dev["time_by_category_ms"].items())[:4])
+        idle = f"; idle {dev['idle_in_steps_ms']:.2f} ms in steps" if "idle_in_steps_ms" in dev else ""
+        table.add_row(dev["name"], f"{dev['description']}: {dev['kernels']} kernels, {dev['kernel_time_ms']:.2f} ms "
+                                   f"({dev['small_kernels']} under 10 us), {dev['memcpys']} copies "
+                                   f"{dev['memcpy_time_ms']:.2f} ms{idle}")
+        if cats:
+            table.add_row("", f"by category: {cats}")
+    if s.get("devices_idle"):
+        table.add_row("idle devices", ", ".join(s["devices_idle"]))
+    for a in s.get("allocators", []):
+        table.add_row("allocator", f"{a['allocator']}: peak {mib(a['peak_bytes'])} in use in the window "
+                                   f"(lifetime peak {mib(a['lifetime_peak_bytes'])})")
     for entry in s.get("device_memory_profile", []):
         if entry["bytes"]:
             table.add_row("live at save", f"{mib(entry['bytes'])} in {entry['count']} {entry['kind']}s on "
