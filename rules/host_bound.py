@@ -62,7 +62,11 @@ def check(profile: Profile, min_idle_share: float = 0.2):
         return
     by_cause = {}
     for cause in ("sync", "transfer", "compile"):
-        spans = merge([(e.start_ns, e.start_ns + e.duration_ns) for e in profile.host_events if e.category == cause])
+        spans = [(e.start_ns, e.start_ns + e.duration_ns) for e in profile.host_events if e.category == cause]
+        if cause == "transfer":   # device copies the compute waits for (GPU memcpy engines)
+            spans += [(t.start_ns, t.start_ns + t.duration_ns) for t in profile.transfers
+                      if t.kind in ("H2D", "D2H") and profile.backend != "cpu"]
+        spans = merge(spans)
         by_cause[cause] = sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in profile.steps)
     cause = max(by_cause, key=by_cause.get)
     if by_cause[cause] < 0.05 * idle:

@@ -66,6 +66,7 @@ class _OpAccumulator:
         self.by_key: dict[tuple[str, str], list] = {}
         self.intervals: list[tuple[float, float]] = []
         self.runs: dict[tuple[str, int], list[float]] = {}   # (module, run_id) -> [start, end]
+        self.device_busy: list[tuple[float, float]] = []      # GPU/TPU: kernel intervals
 
 
     def add_line(self, events: list[tuple], device: str = "") -> None:
@@ -101,6 +102,8 @@ class _OpAccumulator:
 
     def busy_spans(self) -> list[tuple[float, float]]:
         """When the device was executing: program executions on CPU, op intervals on devices."""
+        if self.device_busy:
+            return list(self.device_busy)
         return [tuple(span) for span in self.runs.values()] if self.runs else list(self.intervals)
 
     def step_runs(self) -> list[tuple[float, float]]:
@@ -274,7 +277,6 @@ def _device_plane(plane, acc: _OpAccumulator, transfers: list[Transfer]) -> Devi
         for ev in line.events:
             stats = _stat_dict(ev, _DEVICE_STATS)
             start, dur = ev.start_ns, ev.duration_ns
-            spans.append((start, start + dur))
             kind = _MEMCPY_KINDS.get(ev.name)
             details = stats.get("memcpy_details")
             if kind or details:
@@ -282,7 +284,9 @@ def _device_plane(plane, acc: _OpAccumulator, transfers: list[Transfer]) -> Devi
                                           duration_ns=dur, bytes=_memcpy_bytes(details), device=plane.name))
                 summary.memcpy_count += 1
                 summary.memcpy_ns += dur
-            elif stats.get("kernel_details"):
+            else:
+                spans.append((start, start + dur))   # computing; a copy engine alone is not
+            if not (kind or details) and stats.get("kernel_details"):
                 summary.kernel_count += 1
                 summary.kernel_ns += dur
                 if dur < SMALL_KERNEL_NS:
@@ -296,6 +300,7 @@ def _device_plane(plane, acc: _OpAccumulator, transfers: list[Transfer]) -> Devi
         events.sort(key=lambda e: e[0])
         acc.add_line(events, plane.name)
     summary.busy = _merge(spans)
+    acc.device_busy.extend(summary.busy)
     return summary
 
 

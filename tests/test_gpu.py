@@ -1,0 +1,138 @@
+"""The GPU path, on real GPU profiles (../shared/gpu-traces) and on synthetic NVIDIA traces
+built to the schema (fixtures/gpu/build.py), each checked against xprof's own tools."""
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, SHARED, analyze_json, rule_ids
+
+REAL = ["te_fused_attn", "jax08_attention", "tf_bert_v100_multiworker"]
+SYNTHETIC = {
+    # fixture: rules that must fire; every other rule must stay silent
+    "gpu_scan": {"scan-dynamic-update-slice", "missing-remat", "float32-activations"},
+    "gpu_remat": {"float32-activations"},
+    "gpu_h2d_idle": {"host-bound", "host-device-transfer", "float32-activations"},
+    "gpu_accumulate": {"unneeded-grad-accumulation", "float32-activations"},
+    "gpu_accumulate_near_capacity": {"float32-activations"},
+    "gpu_bf16": {"float32-attention-logits", "float32-activations"},
+}
+
+
+def xplane(folder: Path) -> Path:
+    return next(folder.rglob("*.xplane.pb"))
+
+
+def xprof_tool(path: Path, tool: str) -> dict:
+    """xprof's own converter output for the file, run on a private link (it writes caches)."""
+    from xprof.convert import raw_to_tool_data
+
+    with tempfile.TemporaryDirectory() as tmp:
+        link = Path(tmp) / path.name
+        os.symlink(path.resolve(), link)
+        data, _ = raw_to_tool_data.xspace_to_tool_data([str(link)], tool, {})
+    assert data, f"xprof returned nothing for {tool}"
+    return json.loads(data)
+
+
+def xprof_kernels(path: Path) -> tuple[int, float]:
+    """(kernel count, total kernel time in ms) from xprof's kernel_stats."""
+    table = xprof_tool(path, "kernel_stats")
+    cols = [c["id"] for c in table["cols"]]
+    occ, total = cols.index("occurrences"), cols.index("total_duration_us")
+    rows = table["rows"]
+    return int(sum(r["c"][occ]["v"] for r in rows)), sum(r["c"][total]["v"] for r in rows) / 1e3
+
+
+def xprof_peaks(path: Path) -> dict[str, int]:
+    profile = xprof_tool(path, "memory_profile")["memoryProfilePerAllocator"]
+    return {name: int(p["profileSummary"]["peakStats"]["heapAllocatedBytes"]) for name, p in profile.items()}
+
+
+def close(a, b, rel=0.01):
+    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-9)
+
+
+def check_against_xprof(path: Path, run: dict) -> None:
+    devices = run["summary"]["devices"]
+    count, ms = xprof_kernels(path)
+    assert sum(d["kernels"] for d in devices) == count
+    assert close(sum(d["kernel_time_ms"] for d in devices), ms)
+    ours = {a["allocator"]: a["peak_bytes"] for a in run["summary"]["allocators"]}
+    for allocator, peak in xprof_peaks(path).items():
+        assert close(ours[allocator], peak), allocator
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_gpu_traces(name):
+    path = xplane(SHARED / "gpu-traces" / name)
+    doc = analyze_json(path)
+    (run,) = doc["runs"]
+    assert run["backend"] == "gpu"
+    assert run["device"] and "GPU" in run["device"]
+    check_against_xprof(path, run)
+    # none of them scans layers, accumulates gradients or trains a state: the JAX rules stay silent
+    assert rule_ids(doc) == set()
+
+
+def test_real_traces_report_active_devices_only():
+    run = analyze_json(SHARED / "gpu-traces" / "tf_bert_v100_multiworker")["runs"][0]
+    active = {d["name"] for d in run["summary"]["devices"]}
+    assert active == {"/device:GPU:1", "/device:GPU:4", "/device:GPU:6"}
+    assert "/device:GPU:0" in run["summary"]["devices_idle"]
+    assert "(x3 active)" in run["device"]
+
+
+def test_amd_device_facts():
+    run = analyze_json(SHARED / "gpu-traces" / "jax08_attention")["runs"][0]
+    (dev,) = run["summary"]["devices"]
+    assert dev["description"].startswith("AMD") and "304 CUs" in dev["description"]
+    assert run["summary"]["device_capacity_bytes"] > 100 * 2**30
+    assert sum(dev["time_by_category_ms"].values()) > 0 and "matmul" in dev["time_by_category_ms"]
+
+
+@pytest.mark.parametrize("name", sorted(SYNTHETIC))
+def test_synthetic_gpu_fixtures(name):
+    path = xplane(FIXTURES / name)
+    doc = analyze_json(path)
+    (run,) = doc["runs"]
+    assert run["backend"] == "gpu" and run["device"].startswith("NVIDIA H100")
+    assert rule_ids(doc) == SYNTHETIC[name]
+    check_against_xprof(path, run)
+    # the kernels map to the real HLO: xprof's own op statistics resolve them
+    assert xprof_tool(path, "hlo_stats")["rows"], "xprof found no XLA ops"
+
+
+def test_gpu_severities_and_capacity():
+    run = analyze_json(FIXTURES / "gpu_accumulate")["runs"][0]
+    by_rule = {f["rule"]: f for f in run["findings"]}
+    assert by_rule["float32-activations"]["severity"] == "warning"       # on CPU it is info
+    acc = by_rule["unneeded-grad-accumulation"]
+    assert acc["evidence"]["device_capacity_bytes"] == run["summary"]["device_capacity_bytes"]
+    h2d = {f["rule"]: f for f in analyze_json(FIXTURES / "gpu_h2d_idle")["runs"][0]["findings"]}
+    assert h2d["host-device-transfer"]["evidence"]["bytes_per_step"] == 256 * 2**20
+    assert h2d["host-bound"]["evidence"]["likely_cause"] == "transfer"
+
+
+@pytest.fixture(scope="module")
+def builder():
+    sys.path.insert(0, str(FIXTURES / "gpu"))
+    import build
+    return build
+
+
+@pytest.mark.parametrize("variant", [dict(ref_strings=False), dict(legacy_metadata=True), dict(idle_gpus=3)])
+def test_schema_variants_read_the_same(builder, tmp_path, variant):
+    """str_value vs ref_value strings, the JAX 0.8 metadata layout, idle GPU planes."""
+    base = analyze_json(FIXTURES / "gpu_scan")["runs"][0]
+    path = builder.build("variant", dataclasses.replace(builder.SCENARIOS["gpu_scan"], **variant), tmp_path)
+    run = analyze_json(path)["runs"][0]
+    assert run["summary"]["peak_memory_bytes"] == base["summary"]["peak_memory_bytes"]
+    assert run["summary"]["devices"][0]["kernels"] == base["summary"]["devices"][0]["kernels"]
+    assert {f["rule"] for f in run["findings"]} == {f["rule"] for f in base["findings"]}
+    assert len(run["summary"]["devices"]) == 1
