@@ -7,6 +7,7 @@ a rule id): one line on stderr says what is wrong and what to do.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 from pathlib import Path
@@ -80,7 +81,8 @@ def main():
     """Diagnose JAX/Flax training steps from their profiler traces.
 
     \b
-    Exit codes: 0 the command ran, whatever it found; 2 bad input (one line on stderr says why).
+    Exit codes: 0 the command ran, whatever it found; 1 `advisor check` failed;
+    2 bad input (one line on stderr says why).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -112,24 +114,199 @@ def analyze(path, fmt, select, ignore, option, device_memory):
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True,
               help="Where the trace is written (TensorBoard logdir layout).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--verify", is_flag=True,
+              help="Apply each recommended config change alone, re-run, and report the measured gain.")
+@click.option("--memory-limit", metavar="SIZE",
+              help="Plan for this much device memory (e.g. 24GB): the pre-flight check uses it as the capacity.")
 @rule_options
 @user_errors
-def run_workload(name, preset, overrides, steps, logdir, fmt, select, ignore, option, device_memory):
-    """Profile a bundled workload (transformer or mlp), then diagnose it."""
+def run_workload(name, preset, overrides, steps, logdir, fmt, verify, memory_limit, select, ignore, option,
+                 device_memory):
+    """Profile a bundled workload (transformer or mlp), then diagnose it.
+
+    Before running, the step is compiled and its memory compared with the device's capacity
+    (or --memory-limit): a step that cannot fit is not run; the report is an out-of-memory
+    finding with the config changes that fit, each estimated by compiling it.
+    """
     from advisor import workloads
 
+    from .runner import OutOfMemory, profile_workload
+    from .settings import parse_size
+
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
+    limit = None
+    if memory_limit:
+        try:
+            limit = int(parse_size(memory_limit))
+        except ValueError:
+            raise AdvisorError(f"--memory-limit expects a size like 24GB or 512MiB, got {memory_limit!r}") from None
     items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
     config = workloads.resolve(name, preset, items)
     progress = _progress(True)
-    from .runner import profile_workload
-
-    run_dir = profile_workload(name, preset, config, logdir, progress)
+    try:
+        run_dir = profile_workload(name, preset, config, logdir, progress, limit)
+    except OutOfMemory as err:
+        _report_oom(name, preset, items, err, fmt, progress)
+        return
     progress(f"trace written to {run_dir}")
     from .engine import analyze_path
 
     progress("analyzing")
-    _print(analyze_path(run_dir, rules, options, device_memory=capacity), fmt, str(run_dir))
+    analyses = analyze_path(run_dir, rules, options, device_memory=capacity or limit)
+    if verify:
+        from .verify import verify as verify_findings
+        verify_findings(name, preset, items, analyses[0], logdir, progress, limit)
+    _print(analyses, fmt, str(run_dir))
+
+
+def _report_oom(name, preset, items, err, fmt, progress) -> None:
+    import jax
+
+    from .preflight import out_of_memory_finding
+
+    finding = out_of_memory_finding(name, preset, items, err, progress)
+    device = jax.devices()[0]
+    doc = {"path": None, "backend": device.platform, "device": device.device_kind,
+           "summary": {"steps": 0, "step_time_ms": None, "step_time_spread_ms": None, "step_module": None,
+                       "op_time_per_step_ms": None, "peak_memory_bytes": err.required,
+                       "peak_memory_source": "compiled memory analysis (not run)",
+                       "device_capacity_bytes": err.capacity, "modules": 0,
+                       "run": {"workload": name, "preset": preset}},
+           "findings": [finding.to_json()], "notes": [f"not run: {finding.title}"]}
+    _print_docs([doc], fmt, f"{name} ({preset})")
+
+
+@main.command("compare")
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@user_errors
+def compare_cmd(base, new, fmt):
+    """Compare two runs (or two folders of runs, matched by name): step time with its measured
+    spread, peak memory, op time by category, findings added and removed."""
+    from .compare import compare, match_runs, metrics
+    from .engine import analyze_path
+
+    pairs = match_runs(analyze_path(base), analyze_path(new), base, new)
+    if not pairs:
+        raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
+                           "or two folders that hold runs in same-named subfolders")
+    results = [(name, compare(metrics(b), metrics(n))) for name, b, n in pairs]
+    if fmt == "json":
+        click.echo(json.dumps({"pairs": [{"name": name, **c.to_json()} for name, c in results]}, indent=2))
+    else:
+        from .report.compare_text import render
+        render(results, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+
+
+@main.command("check")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--workload", metavar="NAME", help="Run this bundled workload and check it (instead of PATH).")
+@click.option("--preset", default="tiny", show_default=True)
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
+@click.option("--steps", type=int, default=None)
+@click.option("--logdir", type=click.Path(path_type=Path), default=None,
+              help="Where --workload writes its trace (default: a temporary folder, removed after).")
+@click.option("--baseline", type=click.Path(path_type=Path), help="Compare with this baseline file.")
+@click.option("--write-baseline", type=click.Path(path_type=Path), help="Create or update this baseline file.")
+@click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error", show_default=True,
+              help="Fail on findings of at least this severity.")
+@click.option("--max-step-time-regression", default="10%", show_default=True,
+              help="Fail when the median step time grows by more than this beyond the measured noise.")
+@click.option("--max-memory-regression", default="5%", show_default=True,
+              help="Fail when peak memory grows by more than this.")
+@click.option("--junit", type=click.Path(path_type=Path), help="Write JUnit XML: one test case per rule and budget.")
+@click.option("--sarif", type=click.Path(path_type=Path), help="Write SARIF 2.1.0 with the findings.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@rule_options
+@user_errors
+def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_baseline, fail_on,
+              max_step_time_regression, max_memory_regression, junit, sarif, fmt, select, ignore, option,
+              device_memory):
+    """Pre-merge check: fail when the training step got slower, heavier, or gained a known anti-pattern.
+
+    \b
+    Checks PATH (one run), or runs --workload itself. Exit codes:
+      0  the check passed (or --write-baseline wrote the baseline)
+      1  the check failed: a finding at or above --fail-on, a finding new since the baseline,
+         or a step-time / peak-memory regression beyond its budget
+      2  the check could not run: bad input, a missing baseline, a backend or device mismatch
+    Under GitHub Actions it also writes ::error/::warning annotations and appends a
+    Markdown summary to $GITHUB_STEP_SUMMARY.
+    """
+    import tempfile
+
+    from .check import parse_percent, read_baseline, run_check, save_baseline
+    from .engine import analyze_path
+
+    if bool(path) == bool(workload):
+        raise AdvisorError("give either a trace PATH or --workload NAME to check")
+    if not baseline and not write_baseline:
+        raise AdvisorError("give --baseline FILE to compare with, or --write-baseline FILE to create one")
+    step_budget = parse_percent(max_step_time_regression, "--max-step-time-regression")
+    memory_budget = parse_percent(max_memory_regression, "--max-memory-regression")
+    base = read_baseline(baseline) if baseline else None
+    rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
+    workload_info = None
+    with tempfile.TemporaryDirectory(prefix="advisor-check-") as tmp:
+        if workload:
+            from advisor import workloads
+            from .runner import profile_workload
+
+            items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
+            config = workloads.resolve(workload, preset, items)
+            path = profile_workload(workload, preset, config, logdir or Path(tmp), _progress(True))
+            workload_info = {"name": workload, "preset": preset, "overrides": items}
+        analyses = analyze_path(path, rules, options, device_memory=capacity)
+        if len(analyses) != 1:
+            raise AdvisorError(f"{path}: holds {len(analyses)} runs; check takes one run (give its run folder)")
+        (analysis,) = analyses
+        if write_baseline:
+            save_baseline(write_baseline, analysis, workload_info)
+            _err.print(f"advisor: baseline written to {write_baseline}")
+            if not base:
+                sys.exit(0)
+        result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules])
+    from .report import ci
+
+    if junit:
+        ci.junit(result, junit)
+    if sarif:
+        ci.sarif(result, rules, sarif)
+    ci.github(result)
+    if fmt == "json":
+        click.echo(json.dumps(result.to_json(), indent=2, default=str))
+    else:
+        from .report.check_text import render
+        render(result, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+    sys.exit(0 if result.passed else 1)
+
+
+@main.command("sweep")
+@click.argument("name")
+@click.option("--preset", default="tiny", show_default=True)
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Applied to every row.")
+@click.option("--vary", multiple=True, metavar="KEY=V1,V2,...", required=True,
+              help="Values to try for one key (repeatable: the rows are every combination). Join the items "
+                   "of one remat value with '+', and write 'none' for empty: --vary model.remat=none,MLP+Attn,Block")
+@click.option("--steps", type=int, default=None)
+@click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True)
+@click.option("--memory-limit", metavar="SIZE", help="Plan for this much device memory (see run-workload).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@user_errors
+def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
+    """Run a grid of configurations and compare them in one table (ratios to the first row)."""
+    from .settings import parse_size
+    from .sweep import grid, run_grid
+
+    limit = int(parse_size(memory_limit)) if memory_limit else None
+    base = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
+    rows = run_grid(name, preset, base, grid(name, preset, base, vary), logdir, _progress(True), limit)
+    if fmt == "json":
+        click.echo(json.dumps({"workload": name, "preset": preset, "rows": rows}, indent=2))
+    else:
+        from .report.sweep_text import render
+        render(rows, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
 
 
 @main.command("rules")
@@ -160,12 +337,16 @@ def explain(rule_id):
 
 
 def _print(analyses, fmt: str, read_from: str) -> None:
+    _print_docs([a.to_json() for a in analyses], fmt, read_from)
+
+
+def _print_docs(docs: list[dict], fmt: str, read_from: str) -> None:
     if fmt == "json":
         from .report.json_report import render
-        click.echo(render(analyses, read_from))
+        click.echo(render(docs, read_from))
     else:
         from .report.text import render
-        render(analyses, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160))
+        render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160))
 
 
 if __name__ == "__main__":

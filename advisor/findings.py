@@ -40,9 +40,10 @@ class Finding:
     recommendation: Recommendation
     impact: float                 # share (0..1) of step time or peak memory at stake; orders findings
     source: Optional[str] = None  # "file:line" in user code, where the trace attributes it
+    verified: Optional[dict] = None   # set by `run-workload --verify`: the measured before/after
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "rule": self.rule,
             "severity": self.severity,
             "title": self.title,
@@ -51,6 +52,9 @@ class Finding:
             "impact": round(self.impact, 4),
             "source": self.source,
         }
+        if self.verified is not None:
+            out["verified"] = self.verified
+        return out
 
 
 def sort_key(finding: Finding) -> tuple:

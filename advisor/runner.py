@@ -13,7 +13,7 @@ import platform
 import statistics
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from . import errors
 
@@ -45,52 +45,124 @@ def _memory_analysis(compiled) -> dict:
     return {k: int(getattr(ma, k)) for k in keys if hasattr(ma, k)}
 
 
-def profile_workload(name: str, preset: str, config: dict, logdir: Path,
-                     progress: Callable[[str], None] = lambda msg: None) -> Path:
-    """Compile, warm up, profile `config["train"]["steps"]` steps; return the run folder."""
+class OutOfMemory(Exception):
+    """The step does not fit: raised before running (pre-flight) or caught at run time."""
+
+    def __init__(self, required: Optional[int], capacity: int, source: str, at_run_time: bool, detail: str = ""):
+        super().__init__(detail or "out of memory")
+        self.required, self.capacity, self.source = required, capacity, source
+        self.at_run_time, self.detail = at_run_time, detail
+
+
+def required_bytes(memory: dict) -> Optional[int]:
+    """Device memory the compiled step needs: arguments + outputs - aliased + temporaries."""
+    if not memory:
+        return None
+    return (memory.get("argument_size_in_bytes", 0) + memory.get("output_size_in_bytes", 0)
+            - memory.get("alias_size_in_bytes", 0) + memory.get("temp_size_in_bytes", 0))
+
+
+def device_capacity(memory_limit: Optional[int] = None) -> tuple[int, str]:
+    """(bytes, where the number comes from): --memory-limit, the device's own limit, or free host memory."""
+    import jax
+
+    if memory_limit:
+        return memory_limit, "--memory-limit"
+    device = jax.devices()[0]
+    stats = {}
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # noqa: BLE001 - not every backend reports memory stats
+        pass
+    if stats.get("bytes_limit"):
+        return int(stats["bytes_limit"]), f"{device.device_kind} memory limit"
+    import psutil
+    return int(psutil.virtual_memory().available), "available host memory (CPU backend)"
+
+
+def compile_abstract(name: str, config: dict):
+    """Build the workload and compile its step from shapes alone: nothing is allocated."""
     import jax
 
     from advisor import workloads
+    from advisor.workloads.train import zero_metrics
 
     built = workloads.get(name).build(config)
+    state_shape = jax.eval_shape(built.init_state)
+    minibatch = jax.tree_util.tree_map(
+        lambda x: x[: x.shape[0] // config["optimizer"]["num_minibatches"]], built.batch)
+    metrics_shape = jax.eval_shape(lambda s, b: zero_metrics(built.loss_fn, s, b), state_shape, minibatch)
+    donate = ("state", "metrics") if built.donate else ()
+    step = jax.jit(built.train_step, donate_argnames=donate)
+    compiled = step.lower(state_shape, metrics_shape, built.batch).compile()
+    return built, compiled, minibatch
+
+
+def estimate_bytes(name: str, config: dict) -> Optional[int]:
+    """Memory the step of `config` would need, from compiling it (not running it)."""
+    _, compiled, _ = compile_abstract(name, config)
+    return required_bytes(_memory_analysis(compiled))
+
+
+def _is_oom(err: Exception) -> bool:
+    text = f"{type(err).__name__}: {err}"
+    return "RESOURCE_EXHAUSTED" in text or "Out of memory" in text or "out of memory" in text
+
+
+def profile_workload(name: str, preset: str, config: dict, logdir: Path,
+                     progress: Callable[[str], None] = lambda msg: None,
+                     memory_limit: Optional[int] = None) -> Path:
+    """Pre-flight, compile, warm up, profile `config["train"]["steps"]` steps; return the run folder.
+
+    Raises OutOfMemory when the step cannot fit (before running) or runs out at run time.
+    """
+    import jax
+
     steps = config["train"]["steps"]
     if steps < 1:
         raise errors.AdvisorError("train.steps must be at least 1 (e.g. --steps 3)")
     device = jax.devices()[0]
     progress(f"building {name} ({preset}) on {device.platform} ({device.device_kind})")
-    state = built.init_state()
-    from advisor.workloads.train import zero_metrics
-    minibatch = jax.tree_util.tree_map(
-        lambda x: x[: x.shape[0] // config["optimizer"]["num_minibatches"]], built.batch)
-    metrics = zero_metrics(built.loss_fn, state, minibatch)
-    donate = ("state", "metrics") if built.donate else ()
-    step = jax.jit(built.train_step, donate_argnames=donate)
-
     progress("compiling the train step")
     t0 = time.perf_counter()
-    compiled = step.lower(state, metrics, built.batch).compile()
+    built, compiled, minibatch = compile_abstract(name, config)
     compile_s = time.perf_counter() - t0
     memory = _memory_analysis(compiled)
+    need = required_bytes(memory)
+    capacity, source = device_capacity(memory_limit)
+    if need is not None and need > capacity:
+        raise OutOfMemory(need, capacity, source, at_run_time=False)
+    if need is not None:
+        progress(f"pre-flight: the step needs {need / 2**20:,.1f} MiB of {capacity / 2**20:,.1f} MiB ({source})")
 
-    progress("warming up (1 step, not profiled)")
-    state, metrics = compiled(state, metrics, built.batch)
-    first_loss = float(metrics["loss"][0] / metrics["loss"][1])
-
-    logdir.mkdir(parents=True, exist_ok=True)
-    profile_root = logdir / "plugins" / "profile"
-    before = set(profile_root.iterdir()) if profile_root.exists() else set()
-    progress(f"profiling {steps} steps")
-    wall_ms = []
-    jax.profiler.start_trace(str(logdir))
+    from advisor.workloads.train import zero_metrics
     try:
-        for i in range(steps):
-            t0 = time.perf_counter()
-            with jax.profiler.StepTraceAnnotation(STEP_ANNOTATION, step_num=i):
-                state, metrics = compiled(state, metrics, built.batch)
-                jax.block_until_ready(metrics)
-            wall_ms.append((time.perf_counter() - t0) * 1e3)
-    finally:
-        jax.profiler.stop_trace()
+        state = built.init_state()
+        metrics = zero_metrics(built.loss_fn, state, minibatch)
+        initial_loss = built.eval_loss(state.params)
+        progress("warming up (1 step, not profiled)")
+        state, metrics = compiled(state, metrics, built.batch)
+        first_loss = float(metrics["loss"][0] / metrics["loss"][1])
+
+        logdir.mkdir(parents=True, exist_ok=True)
+        profile_root = logdir / "plugins" / "profile"
+        before = set(profile_root.iterdir()) if profile_root.exists() else set()
+        progress(f"profiling {steps} steps")
+        wall_ms = []
+        jax.profiler.start_trace(str(logdir))
+        try:
+            for i in range(steps):
+                t0 = time.perf_counter()
+                with jax.profiler.StepTraceAnnotation(STEP_ANNOTATION, step_num=i):
+                    state, metrics = compiled(state, metrics, built.batch)
+                    jax.block_until_ready(metrics)
+                wall_ms.append((time.perf_counter() - t0) * 1e3)
+        finally:
+            jax.profiler.stop_trace()
+    except Exception as err:  # noqa: BLE001 - only out-of-memory is turned into a finding
+        if _is_oom(err):
+            raise OutOfMemory(need, capacity, source, at_run_time=True, detail=str(err).splitlines()[0]) from None
+        raise
     run_dir = _new_run_dir(profile_root, before)
     jax.profiler.save_device_memory_profile(str(run_dir / MEMORY_PROFILE))
 
@@ -106,8 +178,12 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
         "compile_s": round(compile_s, 3),
         "step_wall_ms": [round(x, 3) for x in wall_ms],
         "step_wall_ms_median": round(statistics.median(wall_ms), 3),
+        "initial_loss": initial_loss,
         "first_step_loss": first_loss,
         "memory_analysis": memory,
+        "required_bytes": need,
+        "capacity_bytes": capacity,
+        "capacity_source": source,
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
     }
     (run_dir / RUN_METADATA).write_text(json.dumps(meta, indent=2) + "\n")

@@ -11,10 +11,13 @@ FIXTURES = ROOT / "fixtures"
 SHARED = ROOT.parent / "shared"
 
 
-def advisor(*args, cwd=None, timeout=600):
+def advisor(*args, cwd=None, timeout=600, env=None):
     """Run the installed `advisor` command as a user would; returns the CompletedProcess."""
+    import os
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "advisor.cli", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=timeout)
+                          capture_output=True, text=True, cwd=cwd, timeout=timeout, env=full_env)
 
 
 def analyze_json(path, *extra):

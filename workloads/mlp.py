@@ -113,6 +113,10 @@ def build(config: dict) -> Built:
         shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), batch.inputs, train=False)["params"])
         return int(sum(np.prod(x.shape) for x in jax.tree_util.tree_leaves(shapes)))
 
+    def eval_loss(params) -> float:
+        logits = jax.jit(lambda p, x: model.apply({"params": p}, x, train=False))(params, batch.inputs)
+        return float(optax.softmax_cross_entropy_with_integer_labels(logits, batch.labels).mean())
+
     step = make_train_step(classification_loss, o["num_minibatches"], o["accumulate"] == "scan")
     return Built(train_step=step, init_state=init_state, batch=batch, loss_fn=classification_loss,
-                 donate=t["donate"], num_params=num_params)
+                 donate=t["donate"], num_params=num_params, eval_loss=eval_loss)

@@ -86,3 +86,4 @@ class Built:
     loss_fn: Callable             # (params, apply_fn, batch, rng) -> (loss, metrics)
     donate: bool
     num_params: Callable          # () -> int, via shape evaluation
+    eval_loss: Callable           # (params) -> float: the loss without dropout, to check numerics

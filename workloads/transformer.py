@@ -203,15 +203,34 @@ def build(config: dict) -> Built:
     minibatch = batch.inputs[: d["batch_size"] // o["num_minibatches"]]
     optimizer = optax.adam(learning_rate_schedule(o["learning_rate"]))
 
+    # Parameters are always initialized through the scanned model, then unstacked for the
+    # unrolled one: both then compute the same function, so a verified change can be checked
+    # for equal losses.
+    scanned = Transformer(config=ModelConfig({**config, "model": {**config["model"], "scan_layers": True}}))
+
+    def init_params(rng):
+        params = scanned.init(rng, minibatch, train=False)["params"]
+        if config["model"]["scan_layers"]:
+            return params
+        params = dict(params)
+        stacked = params.pop("block")
+        for i in range(config["model"]["num_layers"]):
+            params[f"block_{i}"] = jax.tree_util.tree_map(lambda x, i=i: x[i], stacked)
+        return params
+
     def init_state():
         model_rng, state_rng = jax.random.split(jax.random.PRNGKey(t["seed"]))
-        params = jax.jit(lambda r, x: model.init(r, x, train=False)["params"])(model_rng, minibatch)
+        params = jax.jit(init_params)(model_rng)
         return TrainState.create(apply_fn=model.apply, params=params, tx=optimizer, rng=state_rng)
 
+    def eval_loss(params) -> float:
+        logits = jax.jit(lambda p, x: model.apply({"params": p}, x, train=False))(params, batch.inputs)
+        return float(optax.softmax_cross_entropy_with_integer_labels(logits, batch.labels).mean())
+
     def num_params():
-        shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), minibatch, train=False)["params"])
+        shapes = jax.eval_shape(init_params, jax.random.PRNGKey(0))
         return int(sum(np.prod(x.shape) for x in jax.tree_util.tree_leaves(shapes)))
 
     step = make_train_step(next_token_pred_loss, o["num_minibatches"], o["accumulate"] == "scan")
     return Built(train_step=step, init_state=init_state, batch=batch, loss_fn=next_token_pred_loss,
-                 donate=t["donate"], num_params=num_params)
+                 donate=t["donate"], num_params=num_params, eval_loss=eval_loss)

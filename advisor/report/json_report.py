@@ -9,11 +9,12 @@ from .. import __version__
 SCHEMA_VERSION = 1
 
 
-def render(analyses, read_from: str) -> str:
+def render(docs: list[dict], read_from: str) -> str:
+    """docs: the runs (Analysis.to_json())."""
     doc = {
         "schema_version": SCHEMA_VERSION,
         "advisor_version": __version__,
         "read": read_from,
-        "runs": [a.to_json() for a in analyses],
+        "runs": docs,
     }
     return json.dumps(doc, indent=2, default=str)

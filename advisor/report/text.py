@@ -11,25 +11,59 @@ from ..units import mib
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def render(analyses, console: Console) -> None:
-    for analysis in analyses:
-        doc = analysis.to_json()
+def render(docs: list[dict], console: Console) -> None:
+    """docs: the runs of the JSON report (Analysis.to_json())."""
+    for doc in docs:
         _summary(doc, console)
         _findings(doc, console)
+        _verified(doc, console)
         console.print()
+
+
+def _verified(doc: dict, console: Console) -> None:
+    rows = [f for f in doc["findings"] if f.get("verified")]
+    if not rows:
+        return
+    table = Table(title="verified: each change applied alone, re-run, measured")
+    for col in ("rule", "change", "step time", "peak memory", "verdict", "numerics"):
+        table.add_column(col)
+    for f in rows:
+        v = f["verified"]
+        change = " ".join(f"{k}={_value(x)}" for k, x in v["change"].items())
+        if "error" in v:
+            table.add_row(f["rule"], change, "", "", f"[red]{v['error']}[/red]", "")
+            continue
+        st = v["step_time_ms"]
+        pm = v["peak_memory_bytes"]
+        step = f"{st[0]:.1f} -> {st[1]:.1f} ms (x{v['step_time_ratio']:.2f}, noise {v['step_time_noise']:.0%})"
+        peak = f"{mib(pm[0])} -> {mib(pm[1])} (x{v['peak_memory_ratio']:.2f})" if pm[0] and pm[1] else "n/a"
+        verdict = (f"[green]verified[/green]: {v['promised'].replace('_', ' ')} improved" if v["improved"]
+                   else f"[yellow]not verified[/yellow]: {v['promised'].replace('_', ' ')} did not improve")
+        loss = v["initial_loss"]
+        if v["bug"]:
+            numerics = f"[red]BUG: loss {loss[0]:.6f} -> {loss[1]:.6f}[/red]"
+        elif v["numerics"] == "same function":
+            numerics = f"same loss ({loss[0]:.6f})" if v["loss_match"] else "loss not recorded"
+        else:
+            numerics = f"changes numerics: loss {loss[0]:.6f} -> {loss[1]:.6f}"
+        table.add_row(f["rule"], change, step, peak, verdict, numerics)
+    console.print(table)
 
 
 def _summary(doc: dict, console: Console) -> None:
     s = doc["summary"]
-    console.print(Text(doc["path"], style="bold"))
+    console.print(Text(doc["path"] or "(not run)", style="bold"))
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="dim")
     table.add_column()
     table.add_row("backend", f"{doc['backend']} ({doc['device']})")
     if s.get("run"):
         r = s["run"]
-        table.add_row("workload", f"{r.get('workload')} (preset {r.get('preset')}), {r.get('num_params', 0):,} parameters")
-    if s["step_time_ms"] is not None:
+        params = f", {r['num_params']:,} parameters" if r.get("num_params") else ""
+        table.add_row("workload", f"{r.get('workload')} (preset {r.get('preset')}){params}")
+    if doc["path"] is None:
+        table.add_row("step time", "not run")
+    elif s["step_time_ms"] is not None:
         spread = f", spread {s['step_time_spread_ms']:.2f} ms" if s.get("step_time_spread_ms") is not None else ""
         table.add_row("step time", f"{s['step_time_ms']:.2f} ms median over {s['steps']} steps{spread}")
     else:
@@ -85,6 +119,11 @@ def _findings(doc: dict, console: Console) -> None:
             console.print(f"    config:   {sets}", highlight=False)
         console.print(f"    expected: {rec['expected']['text']}", highlight=False)
         console.print(f"    cost:     {rec['cost']}", highlight=False)
+        for c in f["evidence"].get("candidates", []) if f["rule"] == "out-of-memory" else []:
+            change = " ".join(f"--set {k}={_value(v)}" for k, v in c["change"].items())
+            est = mib(c["estimated_bytes"]) if c.get("estimated_bytes") else c.get("error", "?")
+            console.print(f"    candidate: {change:<40} ~{est}  {'fits' if c['fits'] else 'does not fit'}",
+                          highlight=False)
         if f.get("source"):
             console.print(f"    source:   {f['source']}", highlight=False)
 

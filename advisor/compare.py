@@ -1,0 +1,145 @@
+"""Compare two runs: step time (with its measured spread), peak memory, op time by category,
+and findings added or removed. Also the metrics a baseline file records."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Any, Optional
+
+from .categories import categorize
+from .engine import Analysis
+
+
+@dataclasses.dataclass
+class Metrics:
+    """What a run measured, in the shape a baseline file stores."""
+    backend: str
+    device: str
+    step_times_ms: list[float]
+    peak_memory_bytes: Optional[int]
+    category_ms_per_step: dict[str, float]
+    findings: dict[str, str]            # rule id -> severity
+    titles: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def step_time_ms(self) -> Optional[float]:
+        return statistics.median(self.step_times_ms) if self.step_times_ms else None
+
+    @property
+    def spread(self) -> float:
+        """Relative spread of the step times: (max - min) / median, 0 with fewer than two steps."""
+        if len(self.step_times_ms) < 2 or not self.step_time_ms:
+            return 0.0
+        return (max(self.step_times_ms) - min(self.step_times_ms)) / self.step_time_ms
+
+    def to_json(self) -> dict:
+        return {"backend": self.backend, "device": self.device, "step_times_ms": self.step_times_ms,
+                "step_time_ms": self.step_time_ms, "peak_memory_bytes": self.peak_memory_bytes,
+                "category_ms_per_step": self.category_ms_per_step, "findings": self.findings,
+                "titles": self.titles}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Metrics":
+        return cls(backend=doc["backend"], device=doc["device"], step_times_ms=list(doc["step_times_ms"]),
+                   peak_memory_bytes=doc.get("peak_memory_bytes"),
+                   category_ms_per_step=dict(doc.get("category_ms_per_step", {})),
+                   findings=dict(doc.get("findings", {})), titles=dict(doc.get("titles", {})))
+
+
+def metrics(analysis: Analysis) -> Metrics:
+    p = analysis.profile
+    steps = max(len(p.steps), 1)
+    cats: dict[str, float] = {}
+    active = p.active_devices
+    if active:
+        for d in active:
+            for k, v in d.time_by_category.items():
+                cats[k] = cats.get(k, 0.0) + v
+    else:
+        for op in p.ops:
+            if op.module == p.step_module and not p._is_container(op):
+                k = categorize(p.instruction(op), op.name)
+                cats[k] = cats.get(k, 0.0) + op.self_ns
+    return Metrics(
+        backend=p.backend,
+        device=p.device_name,
+        step_times_ms=[round(s.duration_ns / 1e6, 3) for s in p.steps],
+        peak_memory_bytes=p.memory.peak_bytes if p.memory else None,
+        category_ms_per_step={k: round(v / steps / 1e6, 3) for k, v in sorted(cats.items(), key=lambda kv: -kv[1])},
+        findings={f.rule: f.severity for f in analysis.findings},
+        titles={f.rule: f.title for f in analysis.findings},
+    )
+
+
+@dataclasses.dataclass
+class Comparison:
+    base: Metrics
+    new: Metrics
+    step_time_ratio: Optional[float]
+    noise: float                        # relative step-time spread the runs themselves show
+    peak_memory_ratio: Optional[float]
+    category_ratios: dict[str, Optional[float]]
+    findings_added: list[str]
+    findings_removed: list[str]
+
+    def step_time_regressed(self, threshold: float) -> bool:
+        """Slower by more than `threshold` beyond the measured noise."""
+        return self.step_time_ratio is not None and self.step_time_ratio - 1 > threshold + self.noise
+
+    def step_time_improved(self, threshold: float = 0.0) -> bool:
+        return self.step_time_ratio is not None and 1 - self.step_time_ratio > threshold + self.noise
+
+    def memory_regressed(self, threshold: float) -> bool:
+        return self.peak_memory_ratio is not None and self.peak_memory_ratio - 1 > threshold
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "base": self.base.to_json(), "new": self.new.to_json(),
+            "step_time_ratio": _r(self.step_time_ratio), "step_time_noise": round(self.noise, 4),
+            "peak_memory_ratio": _r(self.peak_memory_ratio),
+            "category_ratios": {k: _r(v) for k, v in self.category_ratios.items()},
+            "findings_added": self.findings_added, "findings_removed": self.findings_removed,
+        }
+
+
+def _r(x: Optional[float]) -> Optional[float]:
+    return round(x, 4) if x is not None else None
+
+
+def _ratio(new, base) -> Optional[float]:
+    return new / base if new is not None and base else None
+
+
+def compare(base: Metrics, new: Metrics) -> Comparison:
+    cats = sorted(set(base.category_ms_per_step) | set(new.category_ms_per_step))
+    return Comparison(
+        base=base, new=new,
+        step_time_ratio=_ratio(new.step_time_ms, base.step_time_ms),
+        noise=max(base.spread, new.spread),
+        peak_memory_ratio=_ratio(new.peak_memory_bytes, base.peak_memory_bytes),
+        category_ratios={k: _ratio(new.category_ms_per_step.get(k), base.category_ms_per_step.get(k)) for k in cats},
+        findings_added=sorted(set(new.findings) - set(base.findings)),
+        findings_removed=sorted(set(base.findings) - set(new.findings)),
+    )
+
+
+def match_runs(base: list[Analysis], new: list[Analysis], base_root, new_root) -> list[tuple[str, Analysis, Analysis]]:
+    """Pairs of runs with the same name: the folder under each root that holds the trace."""
+    if len(base) == 1 and len(new) == 1:
+        return [("", base[0], new[0])]
+    b, n = _by_name(base, base_root), _by_name(new, new_root)
+    return [(name, b[name], n[name]) for name in sorted(set(b) & set(n))]
+
+
+def _by_name(analyses: list[Analysis], root) -> dict[str, Analysis]:
+    from pathlib import Path
+
+    out = {}
+    for a in analyses:
+        rel = Path(a.profile.path).resolve().relative_to(Path(root).resolve())
+        parts = rel.parts
+        cut = parts.index("plugins") if "plugins" in parts else len(parts) - 1
+        name = "/".join(parts[:cut]) or rel.stem
+        out[name if name not in out else f"{name}/{parts[-2]}"] = a
+    return out

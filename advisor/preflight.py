@@ -1,0 +1,92 @@
+"""Out of memory, before or while running: which config changes bring the step under capacity.
+
+Each candidate change comes from the rules' own recommendations (bfloat16, remat, more
+minibatches, donation, a smaller batch) and is estimated by compiling the step with it,
+without running it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from .findings import Expected, Finding, Recommendation
+from .runner import OutOfMemory, estimate_bytes
+from .units import mib
+
+
+def candidates(name: str, config: dict) -> list[dict]:
+    """Config changes worth estimating, each alone, from the current config."""
+    m, d, o, t = config["model"], config["data"], config["optimizer"], config["train"]
+    out = []
+    if m.get("dtype") == "float32":
+        out.append({"model.dtype": "bfloat16"})
+    if name == "transformer" and not m.get("remat"):
+        out.append({"model.remat": ["MLP", "Attn"]})
+    if name == "mlp" and not m.get("remat"):
+        out.append({"model.remat": True})
+    if not t.get("donate"):
+        out.append({"train.donate": True})
+    n = o["num_minibatches"]
+    for factor in (2, 4):
+        if d["batch_size"] % (n * factor) == 0:
+            out.append({"optimizer.num_minibatches": n * factor})
+    if d["batch_size"] // 2 >= n and (d["batch_size"] // 2) % n == 0:
+        out.append({"data.batch_size": d["batch_size"] // 2})
+    return out
+
+
+def as_overrides(change: dict) -> list[str]:
+    def text(v):
+        if isinstance(v, bool):
+            return str(v).lower()
+        if isinstance(v, (list, tuple)):
+            return ",".join(v)
+        return str(v)
+    return [f"{k}={text(v)}" for k, v in change.items()]
+
+
+def out_of_memory_finding(name: str, preset: str, overrides: list[str], err: OutOfMemory,
+                          progress: Callable[[str], None] = lambda m: None) -> Finding:
+    from advisor import workloads
+
+    config = workloads.resolve(name, preset, overrides)
+    rows = []
+    for change in candidates(name, config):
+        progress(f"estimating {' '.join(as_overrides(change))} (compiling, not running)")
+        try:
+            estimate: Optional[int] = estimate_bytes(name, workloads.resolve(name, preset, overrides + as_overrides(change)))
+        except Exception as exc:  # noqa: BLE001 - a candidate that does not compile is reported, not fatal
+            rows.append({"change": change, "estimated_bytes": None, "fits": False, "error": str(exc).splitlines()[0]})
+            continue
+        rows.append({"change": change, "estimated_bytes": estimate,
+                     "fits": estimate is not None and estimate <= err.capacity})
+    fitting = sorted((r for r in rows if r["fits"]), key=lambda r: r["estimated_bytes"])
+    need = f"{mib(err.required)}" if err.required else "more than is available"
+    when = "ran out of memory while running" if err.at_run_time else "does not fit"
+    best = fitting[0] if fitting else None
+    text = ("apply one of the changes that fit: " + "; ".join(
+        f"{' '.join('--set ' + o for o in as_overrides(r['change']))} (~{mib(r['estimated_bytes'])})" for r in fitting)
+        if fitting else "no single change fits: combine them (e.g. bfloat16 with remat) or use a device with more memory")
+    return Finding(
+        rule="out-of-memory",
+        severity="error",
+        title=f"the step {when}: it needs {need}, the device has {mib(err.capacity)} ({err.source})",
+        evidence={
+            "required_bytes": err.required,
+            "capacity_bytes": err.capacity,
+            "capacity_source": err.source,
+            "at_run_time": err.at_run_time,
+            "detail": err.detail,
+            "candidates": rows,
+        },
+        recommendation=Recommendation(
+            text=text,
+            config=best["change"] if best else {},
+            expected=Expected("peak_memory", (err.required - best["estimated_bytes"]) if best and err.required else None,
+                              "bytes", f"the step fits: about {mib(best['estimated_bytes'])} of {mib(err.capacity)}"
+                              if best else "no estimate fits"),
+            cost="see each rule's trade-off: bfloat16 changes numerics, remat recomputes, "
+                 "more minibatches are slower, a smaller batch changes the optimization",
+        ),
+        impact=1.0,
+    )

@@ -1,0 +1,111 @@
+"""What CI systems show natively: JUnit XML, SARIF 2.1.0, GitHub annotations and step summaries."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .. import __version__
+
+_SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def junit(result, path: Path) -> None:
+    """One test case per rule and per budget."""
+    failures = sum(not c.passed for c in result.checks)
+    suite = ET.Element("testsuite", name="advisor check", tests=str(len(result.checks)),
+                       failures=str(failures), errors="0")
+    for c in result.checks:
+        case = ET.SubElement(suite, "testcase", classname="advisor." + c.name.split(":")[0], name=c.name)
+        if not c.passed:
+            ET.SubElement(case, "failure", message=c.message, type=c.name.split(":")[0]).text = c.message
+        else:
+            ET.SubElement(case, "system-out").text = c.message
+    root = ET.Element("testsuites", name="advisor", tests=suite.get("tests"), failures=suite.get("failures"))
+    root.append(suite)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def _location(source: str | None) -> list[dict]:
+    if not source or ":" not in source:
+        return []
+    file, line = source.rsplit(":", 1)
+    try:
+        uri = Path(file).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        uri = Path(file).as_uri() if file.startswith("/") else file
+    region = {"startLine": int(line)} if line.isdigit() and int(line) > 0 else {}
+    loc = {"artifactLocation": {"uri": uri}}
+    if region:
+        loc["region"] = region
+    return [{"physicalLocation": loc}]
+
+
+def sarif(result, rules, path: Path) -> dict:
+    """SARIF 2.1.0: the run's findings, and the budgets that failed, as results."""
+    rule_docs = [{
+        "id": r.id,
+        "name": r.id,
+        "shortDescription": {"text": r.summary},
+        "fullDescription": {"text": r.doc.strip().splitlines()[0]},
+        "help": {"text": r.doc.strip(), "markdown": r.doc.strip()},
+        "defaultConfiguration": {"level": _SARIF_LEVEL[r.severity]},
+        "properties": {"backends": list(r.backends)},
+    } for r in rules]
+    for budget in ("budget:step-time", "budget:peak-memory"):
+        rule_docs.append({"id": budget, "name": budget,
+                          "shortDescription": {"text": f"{budget.split(':')[1]} regression against the baseline"},
+                          "defaultConfiguration": {"level": "error"}})
+    results = []
+    for f in result.analysis.findings:
+        results.append({
+            "ruleId": f.rule,
+            "level": _SARIF_LEVEL[f.severity],
+            "message": {"text": f"{f.title}. Fix: {f.recommendation.text}. Expected: {f.recommendation.expected.text}."},
+            "locations": _location(f.source),
+        })
+    for c in result.checks:
+        if c.name.startswith("budget:") and not c.passed:
+            results.append({"ruleId": c.name, "level": "error", "message": {"text": c.message}, "locations": []})
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "advisor", "version": __version__, "rules": rule_docs}},
+            "results": results,
+        }],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
+def markdown(result) -> str:
+    verdict = "passed" if result.passed else "FAILED"
+    lines = [f"### advisor check {verdict}", "", "| check | result | details |", "| --- | --- | --- |"]
+    for c in result.checks:
+        mark = "pass" if c.passed else "**fail**"
+        lines.append(f"| `{c.name}` | {mark} | {c.message.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def github(result) -> None:
+    """Annotations and the step summary, when running under GitHub Actions."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write(markdown(result))
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    for c in result.checks:
+        if c.passed and c.level != "warning":
+            continue
+        kind = "error" if not c.passed else "warning"
+        where = ""
+        if c.source and ":" in c.source:
+            file, line = c.source.rsplit(":", 1)
+            where = f" file={file},line={line}"
+        print(f"::{kind}{where} title=advisor {c.name}::{c.message}")

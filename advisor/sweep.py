@@ -1,0 +1,60 @@
+"""`advisor sweep`: every combination of the varied config values, run and compared."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Callable, Optional
+
+from .compare import metrics
+from .engine import analyze_path
+from .errors import AdvisorError
+from .runner import OutOfMemory, profile_workload
+
+
+def grid(name: str, preset: str, base: list[str], vary: list[str]) -> list[list[str]]:
+    """Override lists, one per row; every value is validated before anything runs."""
+    from advisor import workloads
+
+    axes = []
+    for item in vary:
+        if "=" not in item:
+            raise AdvisorError(f"--vary expects KEY=V1,V2,..., got {item!r}")
+        key, values = item.split("=", 1)
+        vals = [v.strip() for v in values.split(",")]
+        if not vals or any(v == "" for v in vals):
+            raise AdvisorError(f"--vary {key}: empty value in {values!r} (write 'none' for an empty value)")
+        axes.append([f"{key.strip()}={'' if v == 'none' else v.replace('+', ',')}" for v in vals])
+    rows = [base + list(combo) for combo in itertools.product(*axes)]
+    for row in rows:
+        workloads.resolve(name, preset, row)
+    return rows
+
+
+def run_grid(name: str, preset: str, base: list[str], rows: list[list[str]], logdir: Path,
+             progress: Callable[[str], None], memory_limit: Optional[int] = None) -> list[dict]:
+    from advisor import workloads
+
+    out = []
+    first = None
+    for items in rows:
+        label = " ".join(i for i in items if i not in base) or "(base)"
+        progress(f"sweep: {label}")
+        config = workloads.resolve(name, preset, items)
+        try:
+            run_dir = profile_workload(name, preset, config, logdir, progress, memory_limit)
+        except OutOfMemory as err:
+            out.append({"config": label, "error": f"out of memory: needs {err.required} of {err.capacity} bytes"})
+            continue
+        (analysis,) = analyze_path(run_dir)
+        m = metrics(analysis)
+        row = {"config": label, "trace": str(run_dir), "step_time_ms": m.step_time_ms,
+               "step_time_spread": round(m.spread, 4), "peak_memory_bytes": m.peak_memory_bytes,
+               "findings": sorted(m.findings)}
+        if first is None:
+            first = row
+        row["step_time_ratio"] = round(row["step_time_ms"] / first["step_time_ms"], 4) if first["step_time_ms"] else None
+        row["peak_memory_ratio"] = (round(row["peak_memory_bytes"] / first["peak_memory_bytes"], 4)
+                                    if first["peak_memory_bytes"] and row["peak_memory_bytes"] else None)
+        out.append(row)
+    return out

@@ -1,0 +1,52 @@
+"""`run-workload --verify`, the pre-flight memory check, and `advisor sweep`."""
+
+import json
+
+from conftest import advisor
+
+
+def test_verify_measures_each_change(tmp_path):
+    proc = advisor("run-workload", "transformer", "--steps", "2", "--verify", "--logdir", tmp_path,
+                   "--select", "missing-remat", "--select", "scan-dynamic-update-slice", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    findings = {f["rule"]: f for f in json.loads(proc.stdout)["runs"][0]["findings"]}
+    remat = findings["missing-remat"]["verified"]
+    assert remat["change"] == {"model.remat": ["MLP", "Attn"]}
+    assert remat["promised"] == "peak_memory" and remat["improved"] is True
+    assert remat["peak_memory_ratio"] < 0.6
+    assert remat["loss_match"] is True and remat["bug"] is False
+    scan = findings["scan-dynamic-update-slice"]["verified"]
+    assert scan["change"] == {"model.scan_layers": False}
+    # unrolling must compute the same function: same loss on the same parameters
+    assert scan["loss_match"] is True and scan["numerics"] == "same function"
+    assert isinstance(scan["improved"], bool) and scan["step_time_ratio"] > 0
+
+
+def test_preflight_turns_a_step_that_does_not_fit_into_a_finding(tmp_path):
+    proc = advisor("run-workload", "transformer", "--memory-limit", "50MB", "--logdir", tmp_path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    (f,) = run["findings"]
+    assert f["rule"] == "out-of-memory" and f["severity"] == "error"
+    ev = f["evidence"]
+    assert ev["required_bytes"] > ev["capacity_bytes"] == 50_000_000 and ev["at_run_time"] is False
+    fits = [c for c in ev["candidates"] if c["fits"]]
+    assert {"model.remat": ["MLP", "Attn"]} in [c["change"] for c in fits]
+    assert all(c["estimated_bytes"] <= ev["capacity_bytes"] for c in fits)
+    assert not list(tmp_path.rglob("*.xplane.pb")), "a step that does not fit must not run"
+
+
+def test_sweep_compares_rows(tmp_path):
+    proc = advisor("sweep", "transformer", "--vary", "model.remat=none,MLP+Attn", "--steps", "2",
+                   "--logdir", tmp_path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["rows"]
+    assert [r["config"] for r in rows] == ["model.remat=", "model.remat=MLP,Attn"]
+    assert rows[0]["peak_memory_ratio"] == 1.0 and rows[1]["peak_memory_ratio"] < 0.6
+    assert "missing-remat" in rows[0]["findings"] and "missing-remat" not in rows[1]["findings"]
+
+
+def test_sweep_refuses_bad_values_before_running(tmp_path):
+    proc = advisor("sweep", "transformer", "--vary", "model.remat=MLP+Everything", "--logdir", tmp_path)
+    assert proc.returncode == 2 and "bad value for model.remat" in proc.stderr
+    assert not tmp_path.exists() or not list(tmp_path.rglob("*.xplane.pb"))
