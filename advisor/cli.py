@@ -211,7 +211,7 @@ def compare_cmd(base, new, fmt):
 @click.option("--write-baseline", type=click.Path(path_type=Path), help="Create or update this baseline file.")
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error", show_default=True,
               help="Fail on findings of at least this severity.")
-@click.option("--max-step-time-regression", default="10%", show_default=True,
+@click.option("--max-step-time-regression", default="25%", show_default=True,
               help="Fail when the median step time grows by more than this beyond the measured noise.")
 @click.option("--max-memory-regression", default="5%", show_default=True,
               help="Fail when peak memory grows by more than this.")

@@ -58,7 +58,7 @@ def metrics(analysis: Analysis) -> Metrics:
                 cats[k] = cats.get(k, 0.0) + v
     else:
         for op in p.ops:
-            if op.module == p.step_module and not p._is_container(op):
+            if op.module == p.step_module and not p.is_container(op):
                 k = categorize(p.instruction(op), op.name)
                 cats[k] = cats.get(k, 0.0) + op.self_ns
     return Metrics(

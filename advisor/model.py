@@ -213,13 +213,13 @@ class Profile:
     def op_time_ns(self, module: Optional[str] = None) -> float:
         """Op self time, control-flow containers excluded (their bodies are counted)."""
         return sum(o.self_ns for o in self.ops
-                   if (module is None or o.module == module) and not self._is_container(o))
+                   if (module is None or o.module == module) and not self.is_container(o))
 
     def instruction(self, op: OpStat) -> Optional[Instruction]:
         mod = self.modules.get(op.module)
         return mod.instructions.get(op.name) if mod else None
 
-    def _is_container(self, op: OpStat) -> bool:
+    def is_container(self, op: OpStat) -> bool:
         instr = self.instruction(op)
         return instr.opcode in CONTROL_FLOW if instr else op.name.split(".")[0] in CONTROL_FLOW
 
