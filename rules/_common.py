@@ -110,3 +110,21 @@ def layers_in(buffers) -> int:
     if lead > 1 and stacked >= 0.5 * sum(b.bytes for b in big) and len(dims(largest.shape)) >= 4:
         return lead
     return max(1, sum(1 for b in big if b.shape == largest.shape))
+
+
+def source_of(profile: Profile, buffers) -> Optional[str]:
+    """The user's source line of the first buffer whose producing instruction the trace attributes."""
+    module = profile.modules.get(profile.step_module or "")
+    if module is None:
+        return None
+    for b in buffers:
+        ins = module.instructions.get(b.instruction)
+        if ins is not None and ins.source is not None:
+            return str(ins.source)
+    # copies and zero-fills carry no metadata: use an instruction that writes the same shape
+    shapes = [b.shape for b in buffers]
+    for shape in shapes:
+        for ins in module.instructions.values():
+            if ins.source is not None and ins.shape == shape:
+                return str(ins.source)
+    return None

@@ -34,7 +34,7 @@ from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, pct
 
-from ._common import activations, bundled_config, dtype, is_attention_logits, requests_bfloat16, workload
+from ._common import source_of, activations, bundled_config, dtype, is_attention_logits, requests_bfloat16, workload
 
 
 def _matmul_time(profile: Profile) -> tuple[float, float]:
@@ -91,6 +91,7 @@ def check(profile: Profile, min_share: float = 0.3):
                  "keep softmax/normalization statistics in float32",
         ),
         impact=share / 2,
+        source=source_of(profile, largest),
     )
 
 

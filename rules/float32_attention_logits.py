@@ -36,7 +36,7 @@ from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, pct
 
-from ._common import activations, bundled_config, dtype, is_attention_logits, requests_bfloat16
+from ._common import source_of, activations, bundled_config, dtype, is_attention_logits, requests_bfloat16
 
 
 def check(profile: Profile, min_share: float = 0.1):
@@ -71,6 +71,7 @@ def check(profile: Profile, min_share: float = 0.1):
                  "a dependency on the cuDNN implementation and its supported shapes",
         ),
         impact=share,
+        source=source_of(profile, largest),
     )
 
 

@@ -42,7 +42,7 @@ from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, pct
 
-from ._common import activations, bundled_config, is_training_step, kept_by_remat, layers_in, workload
+from ._common import activations, bundled_config, is_training_step, kept_by_remat, layers_in, source_of, workload
 
 
 def check(profile: Profile, min_share: float = 0.5, min_bytes: int = 16 * 1024 * 1024):
@@ -61,7 +61,7 @@ def check(profile: Profile, min_share: float = 0.5, min_bytes: int = 16 * 1024 *
     largest = sorted(acts, key=lambda b: -b.bytes)[:5]
     name = workload(profile)
     change = {"model.remat": ["MLP", "Attn"]} if name == "transformer" else {"model.remat": True}
-    source = next((str(i.source) for b in largest if (i := module.instructions.get(b.instruction)) and i.source), None)
+    source = source_of(profile, largest)
     yield Finding(
         rule=RULE.id,
         severity=RULE.severity,
