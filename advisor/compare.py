@@ -61,6 +61,11 @@ def metrics(analysis: Analysis) -> Metrics:
             if op.module == p.step_module and not p.is_container(op):
                 k = categorize(p.instruction(op), op.name)
                 cats[k] = cats.get(k, 0.0) + op.self_ns
+    if p.steps and p.busy:
+        total = sum(s.duration_ns for s in p.steps)
+        busy = sum(max(0.0, min(b, s.end_ns) - max(a, s.start_ns)) for s in p.steps for a, b in p.busy
+                   if a < s.end_ns and b > s.start_ns)
+        cats["host (device idle)"] = max(total - busy, 0.0)
     return Metrics(
         backend=p.backend,
         device=p.device_name,

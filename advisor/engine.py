@@ -102,6 +102,9 @@ def _device_summary(d, steps) -> dict[str, Any]:
         "time_by_category_ms": {k: round(v / 1e6, 3) for k, v in sorted(d.time_by_category.items(),
                                                                           key=lambda kv: -kv[1])},
         "memory_bytes": d.memory_bytes,
+        "launches_matched": d.launches_matched,
+        "launch_delay_median_us": round(d.launch_delay_median_ns / 1e3, 3) if d.launch_delay_median_ns is not None
+        else None,
     }
     if steps:
         total = sum(s.duration_ns for s in steps)
@@ -133,13 +136,20 @@ def summarize(profile: Profile) -> dict[str, Any]:
     if profile.devices:
         out["devices"] = [_device_summary(d, steps) for d in profile.devices if d.active]
         out["devices_idle"] = [d.name for d in profile.devices if not d.active]
+    if out["peak_memory_bytes"] is None:
+        device_allocators = [a for a in profile.allocators if a.allocator.startswith(("GPU_", "TPU_"))]
+        if device_allocators:
+            top = max(device_allocators, key=lambda a: a.peak_bytes)
+            out["peak_memory_bytes"] = top.peak_bytes
+            out["peak_memory_source"] = f"allocator {top.allocator} (most bytes in use during the trace)"
     if profile.allocators:
         out["allocators"] = [{"allocator": a.allocator, "peak_bytes": a.peak_bytes,
                               "lifetime_peak_bytes": a.lifetime_peak_bytes, "events": a.events}
                              for a in profile.allocators]
     if profile.device_memory_profile:
         out["device_memory_profile"] = [
-            {"kind": e.kind, "device": e.device, "bytes": e.bytes, "count": e.count}
+            {"kind": e.kind, "device": e.device, "bytes": e.bytes, "count": e.count,
+             "largest_sites": [{"site": site, "bytes": b} for site, b in e.sites]}
             for e in profile.device_memory_profile]
     if meta:
         out["run"] = {k: meta.get(k) for k in ("workload", "preset", "backend", "device_kind", "num_params",

@@ -125,6 +125,8 @@ class DeviceSummary:
     memcpy_ns: float = 0.0
     busy: list[tuple[float, float]] = dataclasses.field(default_factory=list)   # merged
     time_by_category: dict[str, float] = dataclasses.field(default_factory=dict)
+    launches_matched: int = 0                       # kernels joined to their host launch (correlation id)
+    launch_delay_median_ns: Optional[float] = None  # host launch -> kernel start: how far the host runs ahead
 
     @property
     def active(self) -> bool:
@@ -178,6 +180,7 @@ class MemoryProfileEntry:
     device: str
     bytes: int
     count: int
+    sites: list[tuple[str, int]] = dataclasses.field(default_factory=list)   # user "file:line func" -> bytes
 
 
 @dataclasses.dataclass

@@ -67,6 +67,7 @@ def verify(name: str, preset: str, overrides: list[str], before: Analysis, logdi
             "step_time_noise": round(c.noise, 4),
             "peak_memory_bytes": [c.base.peak_memory_bytes, c.new.peak_memory_bytes],
             "peak_memory_ratio": round(c.peak_memory_ratio, 4) if c.peak_memory_ratio else None,
+            "compiled_required_bytes": [_meta(before).get("required_bytes"), _meta(after).get("required_bytes")],
             "numerics": numerics,
             "initial_loss": [loss_before, loss_after],
             "loss_match": loss_match,

@@ -23,10 +23,14 @@ def per_step(profile: Profile, total_ns: float) -> float:
 
 
 def activations(profile: Profile) -> list[Buffer]:
-    """Temporaries live at the step's memory peak: mostly what the forward saved for the backward."""
+    """Temporaries live at the step's memory peak: mostly what the forward saved for the backward.
+
+    Temporaries shaped like a parameter are gradients or optimizer updates, not activations.
+    """
     if profile.memory is None:
         return []
-    return [b for b in profile.memory.buffers if b.group == "Temporary"]
+    param_shapes = {b.shape for b in profile.memory.buffers if b.group == "Parameter"}
+    return [b for b in profile.memory.buffers if b.group == "Temporary" and b.shape not in param_shapes]
 
 
 def is_training_step(profile: Profile) -> bool:

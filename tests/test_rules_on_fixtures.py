@@ -15,7 +15,7 @@ EXPECTED = {
     "transformer_unrolled": {"missing-remat", "float32-activations"},
     "transformer_remat_nodonate": {"missing-buffer-donation"},
     "transformer_remat_block": {"remat-too-broad", "float32-activations"},
-    "transformer_accumulate": {"float32-activations"},
+    "transformer_accumulate": set(),   # gradient accumulators are not activations
 }
 
 
@@ -101,6 +101,6 @@ def test_grad_accumulation_fires_when_a_capacity_shows_the_batch_fits():
     assert finding["evidence"]["estimated_full_batch_peak_bytes"] >= full
     # too small a device: silent; no accumulation: silent
     assert "unneeded-grad-accumulation" not in rule_ids(
-        analyze_json(FIXTURES / "transformer_accumulate", "--device-memory", "60MiB"))
+        analyze_json(FIXTURES / "transformer_accumulate", "--device-memory", "40MiB"))
     assert "unneeded-grad-accumulation" not in rule_ids(
         analyze_json(FIXTURES / "transformer_remat", "--device-memory", "1GiB"))

@@ -38,9 +38,27 @@ message_type {
   field { name: "label" number: 3 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_pprof.Label" }
 }
 message_type {
+  name: "Line"
+  field { name: "function_id" number: 1 label: LABEL_OPTIONAL type: TYPE_UINT64 }
+  field { name: "line" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 }
+}
+message_type {
+  name: "Location"
+  field { name: "id" number: 1 label: LABEL_OPTIONAL type: TYPE_UINT64 }
+  field { name: "line" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_pprof.Line" }
+}
+message_type {
+  name: "Function"
+  field { name: "id" number: 1 label: LABEL_OPTIONAL type: TYPE_UINT64 }
+  field { name: "name" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "filename" number: 4 label: LABEL_OPTIONAL type: TYPE_INT64 }
+}
+message_type {
   name: "Profile"
   field { name: "sample_type" number: 1 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_pprof.ValueType" }
   field { name: "sample" number: 2 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_pprof.Sample" }
+  field { name: "location" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_pprof.Location" }
+  field { name: "function" number: 5 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_pprof.Function" }
   field { name: "string_table" number: 6 label: LABEL_REPEATED type: TYPE_STRING }
 }
 """
@@ -57,7 +75,7 @@ PprofProfile = _build()
 
 
 def read_memory_profile(path: Path) -> list[MemoryProfileEntry]:
-    """Bytes and allocation counts by (kind, device)."""
+    """Bytes and allocation counts by (kind, device), each with its largest allocation sites."""
     try:
         raw = gzip.decompress(path.read_bytes())
         prof = PprofProfile()
@@ -69,13 +87,32 @@ def read_memory_profile(path: Path) -> list[MemoryProfileEntry]:
     types = [strings[v.type] if v.type < len(strings) else "" for v in prof.sample_type]
     count_idx = types.index("allocations") if "allocations" in types else 0
     bytes_idx = types.index("space") if "space" in types else len(types) - 1
-    totals: dict[tuple[str, str], list[int]] = {}
+    text = lambda i: strings[i] if 0 <= i < len(strings) else ""  # noqa: E731
+    functions = {f.id: (text(f.name), text(f.filename)) for f in prof.function}
+    locations = {loc.id: [functions.get(ln.function_id, ("", "")) + (ln.line,) for ln in loc.line]
+                 for loc in prof.location}
+    totals: dict[tuple[str, str], list] = {}
     for sample in prof.sample:
-        labels = {strings[l.key]: strings[l.str] for l in sample.label if l.str < len(strings)}
+        labels = {text(l.key): text(l.str) for l in sample.label}
         key = (labels.get("kind", "?"), labels.get("device", ""))
-        entry = totals.setdefault(key, [0, 0])
+        entry = totals.setdefault(key, [0, 0, {}])
         values = list(sample.value)
-        if values:
-            entry[0] += values[bytes_idx] if bytes_idx < len(values) else 0
-            entry[1] += values[count_idx] if count_idx < len(values) else 0
-    return [MemoryProfileEntry(kind=k, device=d, bytes=b, count=c) for (k, d), (b, c) in sorted(totals.items())]
+        nbytes = values[bytes_idx] if bytes_idx < len(values) else 0
+        entry[0] += nbytes
+        entry[1] += values[count_idx] if count_idx < len(values) else 0
+        site = _user_site(sample.location_id, locations)
+        entry[2][site] = entry[2].get(site, 0) + nbytes
+    return [MemoryProfileEntry(kind=k, device=d, bytes=b, count=c,
+                               sites=sorted(sites.items(), key=lambda kv: -kv[1])[:5])
+            for (k, d), (b, c, sites) in sorted(totals.items())]
+
+
+def _user_site(location_ids, locations) -> str:
+    """The innermost frame of the allocation's Python stack (leaf first) that is in user code."""
+    from .hlo import is_library_frame
+
+    for loc_id in location_ids:
+        for func, filename, line in locations.get(loc_id, []):
+            if filename and not is_library_frame(filename):
+                return f"{filename}:{line} {func}"
+    return "(library code)"

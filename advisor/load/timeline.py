@@ -130,7 +130,8 @@ def read_timeline(profile_data) -> Timeline:
     host_events: list[HostEvent] = []
 
     backend, device_name, device_stats = "cpu", "", {}
-    devices = [_device_plane(p, acc, transfers) for p in device_planes]
+    kernel_starts: dict[str, dict[int, float]] = {p.name: {} for p in device_planes}
+    devices = [_device_plane(p, acc, transfers, kernel_starts[p.name]) for p in device_planes]
     active = [d for d in devices if d.active]
     if active:
         backend = "tpu" if active[0].name.startswith("/device:TPU") else "gpu"
@@ -146,7 +147,13 @@ def read_timeline(profile_data) -> Timeline:
 
     steps, allocators = [], []
     if host is not None:
-        marks, allocators = _host_pass(host, host_events)
+        launches: dict[int, float] = {}
+        marks, allocators = _host_pass(host, host_events, launches if active else None)
+        for d in devices:
+            starts = kernel_starts[d.name]
+            delays = sorted(start - launches[c] for c, start in starts.items() if c in launches)
+            d.launches_matched = len(delays)
+            d.launch_delay_median_ns = delays[len(delays) // 2] if delays else None
         steps = _steps(marks, acc.intervals, acc.step_runs())
     transfers.extend(HostEvent_to_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
     host_events.sort(key=lambda e: e.start_ns)
@@ -175,13 +182,21 @@ _ALLOC_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 _ALLOC_STATS = frozenset({"allocator_name", "bytes_allocated", "peak_bytes_in_use"})
 
 
-def _host_pass(host, host_events: list[HostEvent]):
-    """Step marks; compile / sync / transfer events; allocator peaks from memory events."""
+def _host_pass(host, host_events: list[HostEvent], launches: Optional[dict[int, float]] = None):
+    """Step marks; compile / sync / transfer events; allocator peaks from memory events;
+    on GPU traces (launches given) the host launch time of each CUPTI correlation id."""
     marks = []
     categories: dict[str, Optional[str]] = {}
     alloc: dict[str, list[int]] = {}    # allocator -> [peak allocated, lifetime peak, events]
     for line in host.lines:
         line_name = line.name
+        if line_name.startswith("Host Threads") and launches is not None:
+            for ev in line.events:
+                for key, value in ev.stats:
+                    if key == "correlation_id":
+                        launches[int(value)] = ev.start_ns
+                        break
+            continue
         if line_name.startswith(_CPU_EXECUTOR_PREFIXES) or line_name.startswith("Host Threads"):
             continue
         step_line = not line_name.startswith(_NOT_STEP_LINES)
@@ -262,11 +277,16 @@ _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "Me
 _DEVICE_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "memcpy_details"})
 
 
-_DEVICE_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "memcpy_details", "kernel_details"})
+_DEVICE_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "memcpy_details", "kernel_details",
+                           "correlation_id"})
 
 
-def _device_plane(plane, acc: _OpAccumulator, transfers: list[Transfer]) -> DeviceSummary:
-    """Kernels and copies of one GPU (or TPU) plane: op self times, counts, busy intervals."""
+def _device_plane(plane, acc: _OpAccumulator, transfers: list[Transfer],
+                  kernel_starts: dict[int, float]) -> DeviceSummary:
+    """Kernels and copies of one GPU (or TPU) plane: op self times, counts, busy intervals.
+
+    kernel_starts collects each kernel's start by CUPTI correlation id, to join host launches.
+    """
     summary = _describe(plane.name, dict(plane.stats))
     tpu = plane.name.startswith("/device:TPU")
     spans = []
@@ -287,6 +307,8 @@ def _device_plane(plane, acc: _OpAccumulator, transfers: list[Transfer]) -> Devi
             else:
                 spans.append((start, start + dur))   # computing; a copy engine alone is not
             if not (kind or details) and stats.get("kernel_details"):
+                if "correlation_id" in stats:
+                    kernel_starts[int(stats["correlation_id"])] = start
                 summary.kernel_count += 1
                 summary.kernel_ns += dur
                 if dur < SMALL_KERNEL_NS:

@@ -81,6 +81,8 @@ def _summary(doc: dict, console: Console) -> None:
     for dev in s.get("devices", []):
         cats = ", ".join(f"{k} {v:.2f} ms" for k, v in list(dev["time_by_category_ms"].items())[:4])
         idle = f"; idle {dev['idle_in_steps_ms']:.2f} ms in steps" if "idle_in_steps_ms" in dev else ""
+        if dev.get("launch_delay_median_us") is not None:
+            idle += f"; launch to start {dev['launch_delay_median_us']:.1f} us (median of {dev['launches_matched']})"
         table.add_row(dev["name"], f"{dev['description']}: {dev['kernels']} kernels, {dev['kernel_time_ms']:.2f} ms "
                                    f"({dev['small_kernels']} under 10 us), {dev['memcpys']} copies "
                                    f"{dev['memcpy_time_ms']:.2f} ms{idle}")
@@ -95,6 +97,9 @@ def _summary(doc: dict, console: Console) -> None:
         if entry["bytes"]:
             table.add_row("live at save", f"{mib(entry['bytes'])} in {entry['count']} {entry['kind']}s on "
                                            f"{entry['device'] or 'host'} (device memory profile)")
+            for site in entry.get("largest_sites", [])[:2]:
+                if site["bytes"] >= 0.01 * entry["bytes"]:
+                    table.add_row("", f"{mib(site['bytes'])} allocated at {site['site']}")
     console.print(table)
     for note in doc.get("notes", []):
         console.print(Text(f"note: {note}", style="dim"))
