@@ -15,6 +15,17 @@ from typing import Optional
 CONTROL_FLOW = frozenset({"while", "conditional", "call", "async-start", "async-done"})
 
 
+def merge_intervals(spans) -> list[tuple[float, float]]:
+    """Union of [start, end) intervals, so overlapping or nested events are not counted twice."""
+    out: list[list[float]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(a, b) for a, b in out]
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceLine:
     file: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from advisor.model import Buffer, Profile
+from advisor.model import merge_intervals as merge  # noqa: F401 - the rules' name for it
 
 
 def bundled_config(profile: Profile) -> Optional[dict]:
@@ -88,15 +89,6 @@ def steps_total_ns(profile: Profile) -> float:
     return sum(s.duration_ns for s in profile.steps)
 
 
-def merge(spans) -> list[tuple[float, float]]:
-    """Union of [start, end) intervals, so nested events are not counted twice."""
-    out: list[list[float]] = []
-    for start, end in sorted(spans):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(a, b) for a, b in out]
 
 
 def layers_in(buffers) -> int:

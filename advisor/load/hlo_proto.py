@@ -6,7 +6,7 @@ declare the few messages we need with the upstream field numbers (openxla/xla
 are skipped by the protobuf parser, so newer XLA versions still parse.
 """
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+from .protos import message_class
 
 _SCHEMA = """
 name: "advisor_hlo_subset.proto"
@@ -103,11 +103,4 @@ DTYPES = {
 TUPLE = 13
 
 
-def _build():
-    fdp = text_format.Parse(_SCHEMA, descriptor_pb2.FileDescriptorProto())
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("advisor_xla.HloProto"))
-
-
-HloProto = _build()
+HloProto = message_class(_SCHEMA, "advisor_xla.HloProto")

@@ -11,10 +11,10 @@ import gzip
 import zlib
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
 from ..errors import AdvisorError
 from ..model import MemoryProfileEntry
+from .protos import message_class
 
 _SCHEMA = """
 name: "advisor_pprof_subset.proto"
@@ -64,14 +64,7 @@ message_type {
 """
 
 
-def _build():
-    fdp = text_format.Parse(_SCHEMA, descriptor_pb2.FileDescriptorProto())
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("advisor_pprof.Profile"))
-
-
-PprofProfile = _build()
+PprofProfile = message_class(_SCHEMA, "advisor_pprof.Profile")
 
 
 def read_memory_profile(path: Path) -> list[MemoryProfileEntry]:

@@ -11,7 +11,7 @@ import dataclasses
 import re
 from typing import Optional
 
-from ..model import SMALL_KERNEL_NS, AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer
+from ..model import SMALL_KERNEL_NS, AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
 
 # Host thread lines where XLA's CPU runtime executes HLO ops.
 _CPU_EXECUTOR_PREFIXES = ("tf_XLA",)
@@ -155,27 +155,17 @@ def read_timeline(profile_data) -> Timeline:
             d.launches_matched = len(delays)
             d.launch_delay_median_ns = delays[len(delays) // 2] if delays else None
         steps = _steps(marks, acc.intervals, acc.step_runs())
-    transfers.extend(HostEvent_to_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
+    transfers.extend(_h2d_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
     host_events.sort(key=lambda e: e.start_ns)
     return Timeline(backend=backend, device_name=device_name, device_stats=device_stats,
-                    ops=acc.stats(), steps=steps, host_stats=host_stats, busy=_merge(acc.busy_spans()),
+                    ops=acc.stats(), steps=steps, host_stats=host_stats, busy=merge_intervals(acc.busy_spans()),
                     host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns),
                     devices=devices, allocators=allocators)
 
 
-def HostEvent_to_transfer(event: HostEvent) -> Transfer:  # noqa: N802 - reads as a conversion
+def _h2d_transfer(event: HostEvent) -> Transfer:
     """A host-side H2D dispatch (CPU backend): the trace records no size for it."""
     return Transfer(kind="H2D", start_ns=event.start_ns, duration_ns=event.duration_ns, bytes=None, device="cpu")
-
-
-def _merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for start, end in sorted(spans):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(a, b) for a, b in out]
 
 
 _ALLOC_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
@@ -321,7 +311,7 @@ def _device_plane(plane, acc: _OpAccumulator, transfers: list[Transfer],
                 events.append((start, dur, _module_key(stats), str(op).split("::")[-1], None))
         events.sort(key=lambda e: e[0])
         acc.add_line(events, plane.name)
-    summary.busy = _merge(spans)
+    summary.busy = merge_intervals(spans)
     acc.device_busy.extend(summary.busy)
     return summary
 
