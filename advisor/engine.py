@@ -122,6 +122,8 @@ def summarize(profile: Profile) -> dict[str, Any]:
     durations = sorted(s.duration_ns for s in steps)
     out: dict[str, Any] = {
         "steps": len(steps),
+        "steps_from": ("step annotations" if steps[0].annotated else "executions of the step program")
+        if steps else None,
         "step_time_ms": round(step_ns / 1e6, 3) if step_ns is not None else None,
         "step_time_spread_ms": round((durations[-1] - durations[0]) / 1e6, 3) if len(durations) > 1 else None,
         "step_module": profile.step_module,

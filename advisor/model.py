@@ -161,6 +161,7 @@ class Step:
     number: int
     start_ns: float
     end_ns: float
+    annotated: bool = True      # False: inferred from the step program's executions
 
     @property
     def duration_ns(self) -> float:

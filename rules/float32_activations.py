@@ -24,7 +24,8 @@ nn.Dense(features, dtype=jnp.bfloat16)  # param_dtype stays float32
 ```
 
 ## Options
-- `min_share` (default 0.3): fire when float32 activations are at least this share of peak memory.
+- `min_share` (default 0.3): fire when float32 activations are at least this share of peak memory,
+- `min_bytes` (default 4 MiB): and at least this many.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def _matmul_time(profile: Profile) -> tuple[float, float]:
     return f32, total
 
 
-def check(profile: Profile, min_share: float = 0.3):
+def check(profile: Profile, min_share: float = 0.3, min_bytes: int = 4 * 1024 * 1024):
     memory = profile.memory
     if memory is None or memory.peak_bytes <= 0:
         return
@@ -61,7 +62,7 @@ def check(profile: Profile, min_share: float = 0.3):
     f32_bytes = sum(b.bytes for b in f32)
     share = f32_bytes / memory.peak_bytes
     mm_f32, mm_total = _matmul_time(profile)
-    if share < min_share or (mm_total and mm_f32 / mm_total < 0.5):
+    if share < min_share or f32_bytes < min_bytes or (mm_total and mm_f32 / mm_total < 0.5):
         return
     cpu = profile.backend == "cpu"
     largest = sorted(f32, key=lambda b: -b.bytes)[:5]

@@ -25,7 +25,8 @@ train_step = jax.jit(train_step, donate_argnames=("state", "metrics"))
 Donated arguments are invalid after the call: do not reuse the old `state`.
 
 ## Options
-- `min_share` (default 0.1): fire when the donatable bytes are at least this share of peak memory.
+- `min_share` (default 0.1): fire when the donatable bytes are at least this share of peak memory,
+- `min_bytes` (default 1 MiB): and at least this many.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from advisor.units import mib, pct
 from ._common import bundled_config
 
 
-def check(profile: Profile, min_share: float = 0.1):
+def check(profile: Profile, min_share: float = 0.1, min_bytes: int = 1024 * 1024):
     memory, module = profile.memory, profile.modules.get(profile.step_module or "")
     if memory is None or module is None or module.aliased_parameters or memory.peak_bytes <= 0:
         return
@@ -46,7 +47,7 @@ def check(profile: Profile, min_share: float = 0.1):
     state = {n: b for n, b in module.parameter_bytes.items() if n in module.updated_parameters}
     donatable = sum(state.values())
     share = donatable / memory.peak_bytes
-    if share < min_share:
+    if share < min_share or donatable < min_bytes:
         return
     biggest = sorted(state.items(), key=lambda kv: -kv[1])[:5]
     yield Finding(

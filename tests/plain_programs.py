@@ -136,6 +136,23 @@ def record_antipattern(logdir: Path, kind: str, steps=4) -> Path:
     return logdir
 
 
+def record_unannotated(logdir: Path, steps=3) -> Path:
+    """A training loop traced without StepTraceAnnotation, as many users record them."""
+    w = jnp.full((256, 256), 0.01, jnp.float32)
+    x = jax.random.normal(jax.random.PRNGKey(0), (512, 256))
+
+    @jax.jit
+    def fit(w):
+        return w - 0.1 * jax.grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(w)
+
+    w = fit(w).block_until_ready()
+    with jax.profiler.trace(str(logdir)):
+        for _ in range(steps):
+            w = fit(w)
+        w.block_until_ready()
+    return logdir
+
+
 if __name__ == "__main__":
     import sys
     kind, out = sys.argv[1], Path(sys.argv[2])
@@ -143,5 +160,7 @@ if __name__ == "__main__":
         record_tower(out, remat="remat" in sys.argv, scan="unrolled" not in sys.argv)
     elif kind == "wide":
         record_wide_no_donation(out, donate="donate" in sys.argv)
+    elif kind == "unannotated":
+        record_unannotated(out)
     else:
         record_antipattern(out, kind)

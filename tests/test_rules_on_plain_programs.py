@@ -30,6 +30,7 @@ def traces(tmp_path_factory):
         "print": record(tmp_path_factory, "print"),
         "h2d": record(tmp_path_factory, "h2d"),
         "clean": record(tmp_path_factory, "clean"),
+        "unannotated": record(tmp_path_factory, "unannotated"),
     }
 
 
@@ -98,3 +99,14 @@ def test_transfer_finding_is_info_on_cpu(traces):
     (f,) = [f for f in doc["runs"][0]["findings"] if f["rule"] == "host-device-transfer"]
     assert f["severity"] == ("info" if doc["runs"][0]["backend"] == "cpu" else "warning")
     assert f["evidence"]["copies_per_step"] >= 1
+
+
+def test_steps_without_annotations_come_from_executions(traces):
+    run = analyze_json(traces["unannotated"])["runs"][0]
+    s = run["summary"]
+    if run["backend"] != "cpu":
+        return  # executions carry run ids on the CPU backend only
+    assert s["steps"] == 3 and s["steps_from"] == "executions of the step program"
+    assert s["step_time_ms"] > 0
+    annotated = analyze_json(traces["clean"])["runs"][0]["summary"]
+    assert annotated["steps_from"] == "step annotations"

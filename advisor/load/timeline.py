@@ -360,6 +360,16 @@ def _memcpy_kind(details: str) -> str:
     return "D2D" if src and dst else "Other"
 
 
+def _steps_from_runs(runs: list[tuple[float, float]]) -> list[Step]:
+    """Without step annotations: one step per execution of the step program (CPU backend,
+    where executions carry run ids), each lasting until the next one starts."""
+    steps = []
+    for i, (start, end) in enumerate(runs):
+        stop = max(end, runs[i + 1][0]) if i + 1 < len(runs) else end
+        steps.append(Step(number=i, start_ns=start, end_ns=stop, annotated=False))
+    return steps
+
+
 def _steps(marks, intervals: list[tuple[float, float]], runs: list[tuple[float, float]]) -> list[Step]:
     """Steps from `StepTraceAnnotation` events, as a sequence of back-to-back periods.
 
@@ -370,7 +380,7 @@ def _steps(marks, intervals: list[tuple[float, float]], runs: list[tuple[float, 
     of the ops that started inside it.
     """
     if not marks:
-        return []
+        return _steps_from_runs(runs)
     if len(runs) == len(marks):
         steps, begin = [], marks[0][0]
         for i, ((start, mark_end, num), (_, run_end)) in enumerate(zip(marks, runs)):

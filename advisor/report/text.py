@@ -65,7 +65,8 @@ def _summary(doc: dict, console: Console) -> None:
         table.add_row("step time", "not run")
     elif s["step_time_ms"] is not None:
         spread = f", spread {s['step_time_spread_ms']:.2f} ms" if s.get("step_time_spread_ms") is not None else ""
-        table.add_row("step time", f"{s['step_time_ms']:.2f} ms median over {s['steps']} steps{spread}")
+        source = "" if s.get("steps_from") in (None, "step annotations") else f" ({s['steps_from']}: no step annotations)"
+        table.add_row("step time", f"{s['step_time_ms']:.2f} ms median over {s['steps']} steps{spread}{source}")
     else:
         table.add_row("step time", "unknown: no step annotations (jax.profiler.StepTraceAnnotation) in the trace")
     if s.get("run", {}).get("step_wall_ms_median") is not None:
