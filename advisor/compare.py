@@ -63,9 +63,7 @@ def metrics(analysis: Analysis) -> Metrics:
                 cats[k] = cats.get(k, 0.0) + op.self_ns
     if p.steps and p.busy:
         total = sum(s.duration_ns for s in p.steps)
-        busy = sum(max(0.0, min(b, s.end_ns) - max(a, s.start_ns)) for s in p.steps for a, b in p.busy
-                   if a < s.end_ns and b > s.start_ns)
-        cats["host (device idle)"] = max(total - busy, 0.0)
+        cats["host (device idle)"] = max(total - p.busy_in_steps_ns(), 0.0)
     return Metrics(
         backend=p.backend,
         device=p.device_name,

@@ -10,7 +10,7 @@ from . import __version__
 from .errors import AdvisorError
 from .findings import Finding, sort_key
 from .locate import RunFiles, find_runs
-from .model import Profile
+from .model import Profile, overlap_ns
 from .rule import Rule
 
 
@@ -108,8 +108,7 @@ def _device_summary(d, steps) -> dict[str, Any]:
     }
     if steps:
         total = sum(s.duration_ns for s in steps)
-        busy = sum(max(0.0, min(b, s.end_ns) - max(a, s.start_ns)) for s in steps for a, b in d.busy
-                   if a < s.end_ns and b > s.start_ns)
+        busy = sum(overlap_ns(d.busy, s.start_ns, s.end_ns) for s in steps)
         out["busy_in_steps_ms"] = round(busy / 1e6, 3)
         out["idle_in_steps_ms"] = round((total - busy) / 1e6, 3)
     return out

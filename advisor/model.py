@@ -26,6 +26,11 @@ def merge_intervals(spans) -> list[tuple[float, float]]:
     return [(a, b) for a, b in out]
 
 
+def overlap_ns(spans, start: float, end: float) -> float:
+    """How much of [start, end) the (disjoint) spans cover."""
+    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans if a < end and b > start)
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceLine:
     file: str
@@ -218,6 +223,11 @@ class Profile:
     @property
     def active_devices(self) -> list[DeviceSummary]:
         return [d for d in self.devices if d.active]
+
+    def busy_in_steps_ns(self, spans=None) -> float:
+        """Time inside the profiled steps covered by `spans` (default: the device's busy intervals)."""
+        spans = self.busy if spans is None else spans
+        return sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in self.steps)
 
     def in_steps(self, start_ns: float, end_ns: float) -> bool:
         """True if [start, end) overlaps a profiled step (or there are no steps)."""

@@ -81,10 +81,6 @@ def requests_bfloat16(profile: Profile) -> bool:
     return bool(module) and any(i.dtype == "bf16" for i in module.instructions.values())
 
 
-def overlap_ns(spans, start: float, end: float) -> float:
-    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans if a < end and b > start)
-
-
 def steps_total_ns(profile: Profile) -> float:
     return sum(s.duration_ns for s in profile.steps)
 

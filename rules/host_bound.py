@@ -38,7 +38,7 @@ from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import ms, pct
 
-from ._common import merge, overlap_ns, steps_total_ns
+from ._common import merge, steps_total_ns
 
 ADVICE = {
     "sync": ("the host waits for device values every step (converting, printing or blocking on results): "
@@ -55,7 +55,7 @@ def check(profile: Profile, min_idle_share: float = 0.2):
     total = steps_total_ns(profile)
     if not profile.steps or not profile.busy or total <= 0:
         return
-    busy = sum(overlap_ns(profile.busy, s.start_ns, s.end_ns) for s in profile.steps)
+    busy = profile.busy_in_steps_ns()
     idle = total - busy
     share = idle / total
     if share < min_idle_share:
@@ -67,7 +67,7 @@ def check(profile: Profile, min_idle_share: float = 0.2):
             spans += [(t.start_ns, t.start_ns + t.duration_ns) for t in profile.transfers
                       if t.kind in ("H2D", "D2H") and profile.backend != "cpu"]
         spans = merge(spans)
-        by_cause[cause] = sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in profile.steps)
+        by_cause[cause] = profile.busy_in_steps_ns(spans)
     cause = max(by_cause, key=by_cause.get)
     if by_cause[cause] < 0.05 * idle:
         cause = "dispatch"

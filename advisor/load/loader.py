@@ -41,7 +41,7 @@ def load_run(run: RunFiles) -> Profile:
 
     with XprofSession(run.xplane) as xprof:
         modules = _modules(xprof)
-        step_module = _step_module(timeline.ops, modules)
+        step_module = timeline.step_module
         memory = _memory_at_peak(xprof, step_module) if step_module in modules else None
 
     backend = timeline.backend
@@ -106,17 +106,6 @@ def _modules(xprof: XprofSession) -> dict[str, HloModule]:
         except Exception:  # noqa: BLE001 - a module we cannot read is left out, not fatal
             continue
     return out
-
-
-def _step_module(ops, modules) -> Optional[str]:
-    """The program with the most op time: the training step in a training trace."""
-    totals: dict[str, float] = {}
-    for op in ops:
-        if op.module != "(no module)":
-            totals[op.module] = totals.get(op.module, 0.0) + op.self_ns
-    if not totals:
-        return None
-    return max(totals, key=totals.get)
 
 
 def _memory_at_peak(xprof: XprofSession, module_key: str) -> Optional[MemoryAtPeak]:

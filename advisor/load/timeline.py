@@ -18,6 +18,7 @@ _CPU_EXECUTOR_PREFIXES = ("tf_XLA",)
 # Host lines that never carry step annotations (executors, driver callbacks, dispatch pools).
 _NOT_STEP_LINES = ("tf_XLA", "Host Threads", "tf_pjrt", "py_xla", "tf_Compute",
                    "tf_PjRtCompilerThreadPool", "tf_xla-cpu-codegen")
+NO_MODULE = "(no module)"     # device events that no XLA program launched (e.g. TensorFlow kernels)
 _NOT_OP_EVENTS = ("end: ", "ThreadpoolListener", "ThunkExecutor", "SlinkyThreadPool")
 
 
@@ -29,6 +30,7 @@ class Timeline:
     ops: list[OpStat]
     steps: list[Step]
     host_stats: dict
+    step_module: Optional[str] = None
     busy: list[tuple[float, float]] = dataclasses.field(default_factory=list)   # merged op-busy intervals
     host_events: list[HostEvent] = dataclasses.field(default_factory=list)     # compile, sync, transfer
     transfers: list[Transfer] = dataclasses.field(default_factory=list)
@@ -106,14 +108,17 @@ class _OpAccumulator:
             return list(self.device_busy)
         return [tuple(span) for span in self.runs.values()] if self.runs else list(self.intervals)
 
-    def step_runs(self) -> list[tuple[float, float]]:
-        """Executions (start, end) of the program with the most op time, in order."""
+    def step_module(self) -> Optional[str]:
+        """The program with the most op time: the training step in a training trace."""
         totals: dict[str, float] = {}
         for (_, module, _), (self_ns, _) in self.by_key.items():
-            totals[module] = totals.get(module, 0.0) + self_ns
-        if not totals:
-            return []
-        top = max(totals, key=totals.get)
+            if module != NO_MODULE:
+                totals[module] = totals.get(module, 0.0) + self_ns
+        return max(totals, key=totals.get) if totals else None
+
+    def step_runs(self) -> list[tuple[float, float]]:
+        """Executions (start, end) of the step program, in order."""
+        top = self.step_module()
         return sorted(tuple(span) for (module, _), span in self.runs.items() if module == top)
 
     def stats(self) -> list[OpStat]:
@@ -158,7 +163,7 @@ def read_timeline(profile_data) -> Timeline:
     transfers.extend(_h2d_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
     host_events.sort(key=lambda e: e.start_ns)
     return Timeline(backend=backend, device_name=device_name, device_stats=device_stats,
-                    ops=acc.stats(), steps=steps, host_stats=host_stats, busy=merge_intervals(acc.busy_spans()),
+                    ops=acc.stats(), steps=steps, host_stats=host_stats, step_module=acc.step_module(), busy=merge_intervals(acc.busy_spans()),
                     host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns),
                     devices=devices, allocators=allocators)
 
@@ -306,7 +311,7 @@ def _device_plane(plane, acc: _OpAccumulator, transfers: list[Transfer],
                     summary.small_kernel_ns += dur
             op = stats.get("hlo_op")
             if op is None:
-                events.append((start, dur, "(no module)", ev.name, None))
+                events.append((start, dur, NO_MODULE, ev.name, None))
             else:
                 events.append((start, dur, _module_key(stats), str(op).split("::")[-1], None))
         events.sort(key=lambda e: e[0])
