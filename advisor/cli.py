@@ -162,7 +162,7 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, verify, memory_lim
 def _report_oom(name, preset, items, err, fmt, progress) -> None:
     import jax
 
-    from .preflight import out_of_memory_finding
+    from .memory_plan import out_of_memory_finding
 
     finding = out_of_memory_finding(name, preset, items, err, progress)
     device = jax.devices()[0]

@@ -29,7 +29,23 @@ class Analysis:
             "summary": self.summary,
             "findings": [f.to_json() for f in self.findings],
             "notes": p.notes,
+            "warnings": [f"{p.path}: {w}" for w in p.warnings],
         }
+
+    @property
+    def partial(self) -> bool:
+        """Part of the trace could not be read: the findings may be incomplete."""
+        return bool(self.profile.warnings)
+
+
+@dataclasses.dataclass
+class RunFailure:
+    """A run that could not be analyzed at all, and why (one line for the user)."""
+    path: str
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "reason": self.reason}
 
 
 def all_rules() -> list[Rule]:
@@ -46,15 +62,35 @@ def select_rules(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list
     return [r for r in chosen if r.id not in set(ignore)]
 
 
+def analyze_all(path: str | Path, rules: Optional[list[Rule]] = None,
+                options: Optional[dict[str, dict]] = None,
+                progress: Callable[[str], None] = lambda msg: None,
+                device_memory: Optional[int] = None) -> tuple[list[Analysis], list[RunFailure]]:
+    """Every run under `path`: the ones that could be read, and the ones that could not (with why).
+
+    A path that holds no run at all is an error (AdvisorError); one unreadable run among many is not.
+    """
+    runs = find_runs(path)
+    out, failed = [], []
+    for i, run in enumerate(runs, 1):
+        progress(f"reading {run.xplane} ({i}/{len(runs)})")
+        try:
+            out.append(analyze_run(run, rules, options, device_memory))
+        except AdvisorError as err:
+            if len(runs) == 1:
+                raise
+            failed.append(RunFailure(str(run.xplane), str(err)))
+    return out, failed
+
+
 def analyze_path(path: str | Path, rules: Optional[list[Rule]] = None,
                  options: Optional[dict[str, dict]] = None,
                  progress: Callable[[str], None] = lambda msg: None,
                  device_memory: Optional[int] = None) -> list[Analysis]:
-    runs = find_runs(path)
-    out = []
-    for i, run in enumerate(runs, 1):
-        progress(f"reading {run.xplane} ({i}/{len(runs)})")
-        out.append(analyze_run(run, rules, options, device_memory))
+    """Every run under `path`; any run that cannot be read is an error (for commands that need all)."""
+    out, failed = analyze_all(path, rules, options, progress, device_memory)
+    if failed:
+        raise AdvisorError(failed[0].reason)
     return out
 
 

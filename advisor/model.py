@@ -214,6 +214,9 @@ class Profile:
     run_metadata: dict                          # advisor_run.json when present, else {}
     device_capacity_bytes: Optional[int] = None
     notes: list[str] = dataclasses.field(default_factory=list)
+    # What could not be read (HLO, buffer assignment, memory profile, side files) and which rules that
+    # silenced: a partial analysis says so, in the report and the JSON envelope's `warnings`.
+    warnings: list[str] = dataclasses.field(default_factory=list)
     busy: list[tuple[float, float]] = dataclasses.field(default_factory=list)   # device executing, merged
     host_events: list[HostEvent] = dataclasses.field(default_factory=list)
     transfers: list[Transfer] = dataclasses.field(default_factory=list)

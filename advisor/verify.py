@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 from .compare import compare, metrics
 from .engine import Analysis, analyze_path
-from .preflight import as_overrides
+from .memory_plan import as_overrides
 from .runner import OutOfMemory, RUN_METADATA, profile_workload
 
 NUMERICS_KEYS = ("model.dtype", "model.softmax_dtype")

@@ -1,20 +1,39 @@
-"""The JSON report: a stable shape for tools and CI."""
+"""The JSON envelope every command's `--format json` output shares.
+
+{"schema_version", "advisor_version", "command", "inputs", "warnings", <the command's data>}:
+tools read the same header from every command, and `warnings` says what could not be read.
+"""
 
 from __future__ import annotations
 
 import json
+from typing import Any, Iterable
 
 from .. import __version__
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
-def render(docs: list[dict], read_from: str) -> str:
-    """docs: the runs (Analysis.to_json())."""
+def envelope(command: str, inputs: Iterable[str], data: dict[str, Any], warnings: Iterable[str] = ()) -> dict:
     doc = {
         "schema_version": SCHEMA_VERSION,
         "advisor_version": __version__,
-        "read": read_from,
-        "runs": docs,
+        "command": command,
+        "inputs": [str(i) for i in inputs],
+        "warnings": list(warnings),
     }
+    doc.update(data)
+    return doc
+
+
+def dumps(doc: dict) -> str:
     return json.dumps(doc, indent=2, default=str)
+
+
+def render(docs: list[dict], read_from: str, command: str = "analyze", warnings: Iterable[str] = (),
+           failed: Iterable[dict] = ()) -> str:
+    """docs: the runs (Analysis.to_json()); failed: [{"path", "reason"}] of runs that could not be read."""
+    warnings = list(warnings) + [f"{w}" for d in docs for w in d.get("warnings", [])]
+    failed = list(failed)
+    warnings += [f"{f['path']}: not analyzed: {f['reason']}" for f in failed]
+    return dumps(envelope(command, [read_from], {"runs": docs, "failed": failed}, warnings))
