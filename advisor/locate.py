@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import AdvisorError
-from .runner import MEMORY_PROFILE, RUN_METADATA
+from .runner import MEMORY_PROFILE, RUN_METADATA, TRACING_PREFIX
 
 XPLANE_SUFFIX = ".xplane.pb"
 
@@ -33,7 +33,9 @@ def find_runs(path: str | Path) -> list[RunFiles]:
             raise AdvisorError(f"{p}: not an .xplane.pb file; give a logdir, a run folder or an .xplane.pb file")
         files = [p]
     else:
-        files = sorted(f for f in p.rglob(f"*{XPLANE_SUFFIX}") if f.is_file())
+        # A run-workload still tracing writes under a private folder: not a run yet.
+        files = sorted(f for f in p.rglob(f"*{XPLANE_SUFFIX}")
+                       if f.is_file() and not any(part.startswith(TRACING_PREFIX) for part in f.parts))
         if not files:
             raise AdvisorError(
                 f"{p}: no .xplane.pb traces found; record one with jax.profiler.trace(logdir) "

@@ -10,6 +10,8 @@ import datetime
 import json
 import os
 import platform
+import secrets
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -20,6 +22,7 @@ from . import errors
 RUN_METADATA = "advisor_run.json"
 MEMORY_PROFILE = "memory.prof"
 STEP_ANNOTATION = "train_step"
+TRACING_PREFIX = ".advisor-tracing-"     # a run-workload's private logdir while it traces
 
 
 def _versions() -> dict:
@@ -136,6 +139,7 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
         progress(f"pre-flight: the step needs {need / 2**20:,.1f} MiB of {capacity / 2**20:,.1f} MiB ({source})")
 
     from advisor.workloads.train import zero_metrics
+    private = None
     try:
         state = built.init_state()
         metrics = zero_metrics(built.loss_fn, state, minibatch)
@@ -144,12 +148,10 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
         state, metrics = compiled(state, metrics, built.batch)
         first_loss = float(metrics["loss"][0] / metrics["loss"][1])
 
-        logdir.mkdir(parents=True, exist_ok=True)
-        profile_root = logdir / "plugins" / "profile"
-        before = set(profile_root.iterdir()) if profile_root.exists() else set()
+        private = _private_logdir(logdir)
         progress(f"profiling {steps} steps")
         wall_ms = []
-        jax.profiler.start_trace(str(logdir))
+        jax.profiler.start_trace(str(private))
         try:
             for i in range(steps):
                 t0 = time.perf_counter()
@@ -160,10 +162,12 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
         finally:
             jax.profiler.stop_trace()
     except Exception as err:  # noqa: BLE001 - only out-of-memory is turned into a finding
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
         if _is_oom(err):
             raise OutOfMemory(need, capacity, source, at_run_time=True, detail=str(err).splitlines()[0]) from None
         raise
-    run_dir = _new_run_dir(profile_root, before)
+    run_dir = _claim_run_dir(private, logdir / "plugins" / "profile")
     jax.profiler.save_device_memory_profile(str(run_dir / MEMORY_PROFILE))
 
     meta = {
@@ -190,11 +194,29 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
     return run_dir
 
 
-def _new_run_dir(profile_root: Path, before: set) -> Path:
-    created = sorted(set(profile_root.iterdir()) - before, key=os.path.getmtime)
-    if not created:
-        raise errors.AdvisorError(f"jax.profiler wrote no run folder under {profile_root}")
-    return created[-1]
+def _private_logdir(logdir: Path) -> Path:
+    """A logdir only this process writes into: two runs started in the same second (jax.profiler
+    names run folders by the second) never share a run folder."""
+    logdir.mkdir(parents=True, exist_ok=True)
+    private = logdir / f"{TRACING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    private.mkdir(exist_ok=False)
+    return private
+
+
+def _claim_run_dir(private: Path, profile_root: Path) -> Path:
+    """Move the run folder jax.profiler wrote under our private logdir to a unique name under
+    `<logdir>/plugins/profile/` (the TensorBoard layout): timestamp, process id, random suffix."""
+    created = [p for p in (private / "plugins" / "profile").glob("*") if p.is_dir()]
+    if len(created) != 1:
+        shutil.rmtree(private, ignore_errors=True)
+        raise errors.AdvisorError(f"jax.profiler wrote {len(created)} run folders under {private}, expected one")
+    profile_root.mkdir(parents=True, exist_ok=True)
+    run_dir = profile_root / f"{created[0].name}_{os.getpid()}_{secrets.token_hex(3)}"
+    run_dir.mkdir(exist_ok=False)
+    for f in created[0].iterdir():
+        f.rename(run_dir / f.name)
+    shutil.rmtree(private, ignore_errors=True)
+    return run_dir
 
 
 def _jsonable(config: dict) -> dict:

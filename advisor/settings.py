@@ -127,3 +127,16 @@ def parse_size(text: str) -> float:
     if unit not in _UNITS or not num:
         raise ValueError(text)
     return float(num) * _UNITS[unit]
+
+
+def parse_size_flag(text, flag: str):
+    """A size flag's value in whole bytes (None when not given); a bad one is one clear error."""
+    if not text:
+        return None
+    try:
+        size = int(parse_size(text))
+    except (ValueError, OverflowError):
+        size = 0
+    if size <= 0:
+        raise AdvisorError(f"{flag} expects a positive size like 24GB, 16GiB or 512MiB, got {text!r}")
+    return size

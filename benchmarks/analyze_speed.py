@@ -1,32 +1,47 @@
-"""How fast `advisor analyze` reads a large trace, against the floor of just reading it.
+"""How fast, and in how much memory, `advisor analyze` reads traces from 10 MB to over 2 GiB.
 
-Records a large CPU trace (the tiny Transformer for many steps: 100 MB of .xplane.pb or
-more; written under benchmarks/out/, not committed), then measures, each in a fresh process:
+Records the tiny Transformer for as many steps as each size needs (CPU traces, written under
+benchmarks/out/, not committed); sizes above --max-record-mb are made by concatenating the
+largest recorded trace's bytes (protobuf reads the copies as one XSpace with its planes
+repeated), written under /tmp and deleted at the end. Then, each in a fresh process that does
+nothing else and reads its own peak RSS (VmHWM) at the end:
 
-- floor: `jax.profiler.ProfileData.from_file` plus reading every event's name and duration once;
-- analyze: advisor's whole analysis of that file (load, HLO, memory viewer, rules), in process;
-- cli: the `advisor analyze --format json` command, interpreter start and imports included;
+- floor: `jax.profiler.ProfileData.from_file`, reading every event's name and duration once,
+  and freeing the ProfileData (advisor pays that too); only on files up to --max-floor-mb,
+  since ProfileData needs about 11x the file in RAM and cannot parse a file over 2 GiB;
+- analyze: advisor's whole analysis of the file (load, HLO, memory viewer, rules), in process,
+  imports excluded (the RSS after imports is printed apart).
 
-and prints analyze / floor and analyze's peak RSS / file size.
+Prints one row per size (median time of --repeat interleaved runs), analyze / floor, the fitted
+cost per MB and per event of both, and the extrapolation to a 10 GB trace.
 
-    python benchmarks/analyze_speed.py [--steps N] [--min-mb 100] [--repeat 3]
+    nice -n 10 python benchmarks/analyze_speed.py [--sizes 10,100,300,1000,2300] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "out" / "large_trace"
+OUT = Path(__file__).resolve().parent / "out" / "scaling"
+BIG = Path("/tmp/advisor_analyze_speed")
 
-FLOOR = r"""
-import json, resource, sys, time
+_HWM = r"""
+def _mib(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+"""
+
+FLOOR = _HWM + r"""
+import json, sys, time
 from jax.profiler import ProfileData
+base = _mib("VmRSS")
 t0 = time.perf_counter()
 pd = ProfileData.from_file(sys.argv[1])
 parsed = time.perf_counter()
@@ -38,85 +53,169 @@ for plane in pd.planes:
             name = ev.name
             total += ev.duration_ns
             n += 1
+read = time.perf_counter()
+del pd, plane, line, ev
 done = time.perf_counter()
-print(json.dumps({"parse_s": parsed - t0, "read_s": done - parsed, "events": n,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"s": done - t0, "parse_s": parsed - t0, "read_s": read - parsed, "free_s": done - read,
+                  "events": n, "hwm_mib": _mib("VmHWM"), "base_mib": base}))
 """
 
-ANALYZE = r"""
-import json, resource, sys, time
+ANALYZE = _HWM + r"""
+import json, sys, time
 import jax.profiler  # imports are not part of the measured analysis
 from advisor.engine import analyze_path
+base = _mib("VmRSS")
 t0 = time.perf_counter()
 analyses = analyze_path(sys.argv[1])
 done = time.perf_counter()
-print(json.dumps({"analyze_s": done - t0, "findings": [f.rule for f in analyses[0].findings],
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"s": done - t0, "findings": [f.rule for f in analyses[0].findings],
+                  "hwm_mib": _mib("VmHWM"), "base_mib": base}))
 """
 
+RECORD = r"""
+import shutil, sys
+from pathlib import Path
+from advisor import runner, workloads
+steps, out = int(sys.argv[1]), Path(sys.argv[2])
+shutil.rmtree(out, ignore_errors=True)
+config = workloads.resolve("transformer", "tiny", [f"train.steps={steps}"])
+run_dir = runner.profile_workload("transformer", "tiny", config, out, lambda m: None)
+print(next(run_dir.glob("*.xplane.pb")))
+"""
 
-def record(steps: int) -> Path:
-    from advisor import runner, workloads
+_MB_PER_STEP = 0.29   # tiny Transformer: about 31.5 MB for 110 profiled steps
 
-    import shutil
-    shutil.rmtree(OUT, ignore_errors=True)
-    config = workloads.resolve("transformer", "tiny", [f"train.steps={steps}"])
-    run_dir = runner.profile_workload("transformer", "tiny", config, OUT, lambda m: print("  " + m, flush=True))
-    return next(run_dir.glob("*.xplane.pb"))
+
+def record(target_mb: float, reuse: bool) -> Path:
+    out = OUT / f"{int(target_mb)}mb"
+    existing = sorted(out.rglob("*.xplane.pb"))
+    if reuse and existing:
+        return existing[-1]
+    steps = max(2, round(target_mb / _MB_PER_STEP))
+    print(f"recording the tiny Transformer for {steps} steps (~{target_mb:.0f} MB) ...", flush=True)
+    proc = subprocess.run([sys.executable, "-c", RECORD, str(steps), str(out)], capture_output=True, text=True,
+                          check=True)
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def concatenated(src: Path, target_mb: float) -> Path:
+    copies = max(2, round(target_mb * 1e6 / src.stat().st_size))
+    dst = BIG / f"{int(target_mb)}mb" / "plugins" / "profile" / "run" / "host.xplane.pb"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    data = src.read_bytes()
+    with open(dst, "wb") as f:
+        for _ in range(copies):
+            f.write(data)
+    return dst
 
 
 def child(code: str, path: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
+    if proc.returncode:
+        return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares slope and intercept."""
+    if len(xs) < 2:
+        return (ys[0] / xs[0] if xs else 0.0), 0.0
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return slope, my - slope * mx
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=110, help="profiled steps of the tiny Transformer")
-    ap.add_argument("--min-mb", type=float, default=100.0, help="record again with more steps until this big")
+    ap.add_argument("--sizes", default="10,100,300,1000,2300", help="trace sizes in MB")
+    ap.add_argument("--max-record-mb", type=float, default=300.0, help="larger sizes concatenate a recording")
+    ap.add_argument("--max-floor-mb", type=float, default=400.0, help="run ProfileData only up to this size")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--reuse", action="store_true", help="reuse the trace under benchmarks/out/ if present")
+    ap.add_argument("--reuse", action="store_true", help="reuse recordings under benchmarks/out/ if present")
+    ap.add_argument("--keep", action="store_true", help=f"keep the concatenated files under {BIG}")
     args = ap.parse_args()
 
-    existing = sorted(OUT.rglob("*.xplane.pb"))
-    if args.reuse and existing:
-        xplane = existing[-1]
-    else:
-        steps = args.steps
-        while True:
-            print(f"recording the tiny Transformer for {steps} steps ...", flush=True)
-            xplane = record(steps)
-            size_mb = xplane.stat().st_size / 1e6
-            if size_mb >= args.min_mb:
-                break
-            steps = int(steps * args.min_mb / size_mb * 1.1) + 1
-    size = xplane.stat().st_size
-    print(f"trace: {xplane} ({size / 1e6:.1f} MB)")
+    sizes = sorted(float(s) for s in args.sizes.split(","))
+    traces: list[tuple[float, Path, bool]] = []   # (target MB, file, concatenated)
+    largest = None
+    try:
+        for mb in sizes:
+            if mb <= args.max_record_mb or largest is None:
+                largest = record(mb, args.reuse)
+                traces.append((mb, largest, False))
+            else:
+                traces.append((mb, concatenated(largest, mb), True))
+        rows = [measure(path, concat, args) for _, path, concat in traces]
+    finally:
+        if not args.keep:
+            shutil.rmtree(BIG, ignore_errors=True)
+    report(rows)
 
-    floors, analyses, clis = [], [], []
+
+def measure(path: Path, concat: bool, args) -> dict:
+    size = path.stat().st_size
+    run_floor = size / 1e6 <= args.max_floor_mb
+    floors, analyses = [], []
     for _ in range(args.repeat):
-        floors.append(child(FLOOR, xplane))
-        analyses.append(child(ANALYZE, xplane))
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "advisor.cli", "analyze", str(xplane), "--format", "json"],
-                       capture_output=True, check=True)
-        clis.append(time.perf_counter() - t0)
+        if run_floor:
+            floors.append(child(FLOOR, path))
+        analyses.append(child(ANALYZE, path))
+    row = {"mb": size / 1e6, "concat": concat}
+    ok = [a for a in analyses if "error" not in a]
+    if not ok:
+        row["error"] = analyses[0]["error"]
+    else:
+        row.update(analyze_s=statistics.median(a["s"] for a in ok), analyze_hwm=max(a["hwm_mib"] for a in ok),
+                   analyze_base=min(a["base_mib"] for a in ok), findings=ok[0]["findings"])
+    good = [f for f in floors if "error" not in f]
+    if good:
+        row.update(floor_s=statistics.median(f["s"] for f in good), floor_hwm=max(f["hwm_mib"] for f in good),
+                   floor_base=min(f["base_mib"] for f in good), events=good[0]["events"],
+                   floor_parts=[statistics.median(f[k] for f in good) for k in ("parse_s", "read_s", "free_s")])
+    print(f"  measured {path} ({row['mb']:.1f} MB)", flush=True)
+    return row
 
-    floor_s = statistics.median(f["parse_s"] + f["read_s"] for f in floors)
-    analyze_s = statistics.median(a["analyze_s"] for a in analyses)
-    cli_s = statistics.median(clis)
-    rss_mb = max(a["rss_mb"] for a in analyses)
-    print(f"events: {floors[0]['events']:,}")
-    print(f"floor (parse {statistics.median(f['parse_s'] for f in floors):.2f} s + read names and durations "
-          f"{statistics.median(f['read_s'] for f in floors):.2f} s): {floor_s:.2f} s")
-    print(f"advisor analysis (in process, imports excluded): {analyze_s:.2f} s")
-    print(f"`advisor analyze` command (interpreter start and imports included): {cli_s:.2f} s")
-    print(f"findings: {', '.join(analyses[0]['findings']) or 'none'}")
-    print(f"ratio analysis / floor: {analyze_s / floor_s:.2f}x   (target <= 3x)")
-    print(f"ratio command / floor: {cli_s / floor_s:.2f}x")
-    floor_rss = max(f["rss_mb"] for f in floors)
-    print(f"peak RSS of the analysis: {rss_mb:.0f} MiB = {rss_mb * 2**20 / size:.1f}x the file size "
-          f"(the floor's process alone: {floor_rss:.0f} MiB = {floor_rss * 2**20 / size:.1f}x)")
+
+def report(rows: list[dict]) -> None:
+    print()
+    print("| file | events | floor | advisor | advisor / floor | peak RSS floor | peak RSS advisor |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        name = f"{r['mb']:,.1f} MB" + (" (concatenated copies)" if r["concat"] else "")
+        events = f"{r['events'] / 1e6:.2f} M" if "events" in r else "-"
+        floor = f"{r['floor_s']:.2f} s" if "floor_s" in r else "not run"
+        floor_rss = f"{r['floor_hwm']:,.0f} MiB" if "floor_hwm" in r else "-"
+        if "error" in r:
+            print(f"| {name} | {events} | {floor} | failed: {r['error']} | - | {floor_rss} | - |")
+            continue
+        ratio = f"{r['analyze_s'] / r['floor_s']:.2f}x" if "floor_s" in r else "-"
+        print(f"| {name} | {events} | {floor} | {r['analyze_s']:.2f} s | {ratio} | {floor_rss} "
+              f"| {r['analyze_hwm']:,.0f} MiB |")
+    measured = [r for r in rows if "analyze_s" in r and not r["concat"]]
+    both = [r for r in measured if "floor_s" in r]
+    if rows and "analyze_base" in rows[0]:
+        print(f"\nRSS after the interpreter and imports, before the analysis: {rows[0]['analyze_base']:,.0f} MiB")
+    for r in both:
+        parse, read, free = r["floor_parts"]
+        print(f"floor at {r['mb']:.0f} MB: parse {parse:.2f} s + read names and durations {read:.2f} s "
+              f"+ free {free:.2f} s; findings: {', '.join(r['findings']) or 'none'}")
+    if len(measured) >= 2:
+        a_mb, a0 = fit([r["mb"] for r in measured], [r["analyze_s"] for r in measured])
+        m_mb, m0 = fit([r["mb"] for r in measured], [r["analyze_hwm"] for r in measured])
+        print(f"\nadvisor: {a_mb * 1000:.1f} ms per MB (+{a0:.2f} s fixed), peak RSS {m_mb:+.2f} MiB per MB "
+              f"(+{m0:,.0f} MiB)")
+        if len(both) >= 2:
+            a_ev, _ = fit([r["events"] / 1e6 for r in both], [r["analyze_s"] for r in both])
+            f_mb, f0 = fit([r["mb"] for r in both], [r["floor_s"] for r in both])
+            f_ev, _ = fit([r["events"] / 1e6 for r in both], [r["floor_s"] for r in both])
+            fm_mb, fm0 = fit([r["mb"] for r in both], [r["floor_hwm"] for r in both])
+            print(f"advisor: {a_ev * 1000:.0f} ns per event; floor: {f_mb * 1000:.1f} ms per MB, "
+                  f"{f_ev * 1000:.0f} ns per event, peak RSS {fm_mb:+.2f} MiB per MB")
+            print(f"floor at 10 GB (extrapolated): {(f0 + f_mb * 1e4) / 60:.1f} min, "
+                  f"{(fm0 + fm_mb * 1e4) / 1024:.0f} GiB of RAM (and ProfileData cannot parse over 2 GiB)")
+        print(f"advisor at 10 GB (extrapolated): {(a0 + a_mb * 1e4) / 60:.1f} min, "
+              f"{(m0 + m_mb * 1e4) / 1024:.2f} GiB peak RSS")
 
 
 if __name__ == "__main__":

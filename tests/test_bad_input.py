@@ -1,12 +1,15 @@
 """Bad input: one clear line on stderr, exit code 2, no traceback, nothing changed."""
 
+import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 
 import pytest
 
-from conftest import FIXTURES, advisor
+from conftest import FIXTURES, ROOT, advisor
 
 
 def assert_one_line_error(proc):
@@ -97,3 +100,156 @@ def test_analyze_reads_a_read_only_folder_and_writes_nothing(tmp_path):
     finally:
         for p, mode in modes.items():
             os.chmod(p, mode)
+
+
+# --- Fragile around the trace (issue 9): side files, long paths, many runs, sizes, dtypes ---
+
+
+
+def _run_copy(tmp_path, fixture="transformer_scan"):
+    """A private copy of a fixture; returns the run folder (the one holding the .xplane.pb)."""
+    shutil.copytree(FIXTURES / fixture, tmp_path / fixture)
+    return next((tmp_path / fixture).rglob("*.xplane.pb")).parent
+
+
+def _analyze_json_ok(path):
+    proc = advisor("analyze", path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("content, words", [
+    ("[1, 2, 3]", "holds a list, not an object; ignored"),
+    ('{"num_params": "many", "workload": "transformer"}', "num_params is 'many', not a whole number; ignored"),
+    ("{not json", "not readable JSON"),
+])
+def test_malformed_run_metadata_is_ignored_with_a_warning(tmp_path, content, words):
+    run = _run_copy(tmp_path)
+    (run / "advisor_run.json").write_text(content)
+    doc = _analyze_json_ok(run)
+    assert any(words in w for w in doc["warnings"]), doc["warnings"]
+    assert "scan-dynamic-update-slice" in {f["rule"] for f in doc["runs"][0]["findings"]}
+    proc = advisor("analyze", run)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr and words in proc.stdout
+
+
+def test_corrupt_memory_profile_is_a_warning_not_a_failed_analysis(tmp_path):
+    run = _run_copy(tmp_path)
+    (run / "memory.prof").write_bytes(b"\x1f\x8b\x08\x00 not really gzip")
+    doc = _analyze_json_ok(run)
+    assert any("memory.prof: not a readable device memory profile" in w for w in doc["warnings"])
+    assert doc["runs"][0]["findings"], "the rest of the analysis still runs"
+
+
+def test_path_over_4096_characters_is_one_line(tmp_path):
+    long_path = str(tmp_path) + ("/" + "x" * 250) * 20 + "/host.xplane.pb"
+    proc = advisor("analyze", long_path)
+    assert_one_line_error(proc)
+
+
+def test_one_truncated_run_among_three_does_not_abort_the_others(tmp_path):
+    logdir = tmp_path / "logs"
+    for name in ("a", "b", "c"):
+        shutil.copytree(FIXTURES / "transformer_scan", logdir / name)
+    bad = next((logdir / "b").rglob("*.xplane.pb"))
+    bad.write_bytes(bad.read_bytes()[:1000])
+    proc = advisor("analyze", logdir, "--format", "json")
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr and "not analyzed" in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert len(doc["runs"]) == 2 and [f["path"] for f in doc["failed"]] == [str(bad)]
+    assert "truncated or corrupt" in doc["failed"][0]["reason"]
+    assert any(str(bad) in w for w in doc["warnings"])
+    text = advisor("analyze", logdir)
+    assert text.returncode == 3 and text.stdout.count("scan-dynamic-update-slice") >= 2
+
+
+@pytest.mark.parametrize("args", [
+    ["sweep", "mlp", "--vary", "train.steps=1,2", "--memory-limit", "24XB"],
+    ["run-workload", "mlp", "--memory-limit", "0MB"],
+    ["analyze", str(FIXTURES / "transformer_scan"), "--device-memory", "lots"],
+])
+def test_bad_sizes_are_one_line(args, tmp_path):
+    proc = advisor(*args, "--logdir", tmp_path) if args[0] != "analyze" else advisor(*args)
+    assert_one_line_error(proc)
+    assert "expects a positive size like 24GB" in proc.stderr
+    assert not list(tmp_path.rglob("*.xplane.pb"))
+
+
+def test_empty_trace_warns_instead_of_no_findings(tmp_path):
+    empty = tmp_path / "host.xplane.pb"
+    empty.write_bytes(b"")
+    doc = _analyze_json_ok(empty)
+    assert any("holds no executed ops (the file is empty (0 bytes))" in w for w in doc["warnings"])
+    text = advisor("analyze", empty).stdout
+    assert "PARTIAL" in text and "No findings: none of the rules" not in text
+
+
+def test_trace_where_nothing_ran_warns(tmp_path):
+    code = ("import jax, time\n"
+            f"jax.profiler.start_trace({str(tmp_path)!r})\ntime.sleep(0.05)\njax.profiler.stop_trace()\n")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    doc = _analyze_json_ok(tmp_path)
+    assert any("no XLA op ran while it was recorded" in w for w in doc["warnings"]), doc["warnings"]
+
+
+def test_unreadable_step_hlo_names_the_rules_that_could_not_run(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import fuzz
+
+    run = _run_copy(tmp_path)
+    xplane = next(run.glob("*.xplane.pb"))
+    # mutant 1 of seed 0 flips one byte inside the step program's HLO (see benchmarks/fuzz.py)
+    (_, kind, mutant), = [m for m in fuzz.mutants(xplane.read_bytes(), 0, 2) if m[0] == 1]
+    assert kind == "hlo_flip"
+    xplane.write_bytes(mutant)
+    doc = _analyze_json_ok(run)
+    assert any("HLO of jit_train_step(44) could not be read: scan-dynamic-update-slice, missing-remat" in w
+               and "could not run" in w for w in doc["warnings"]), doc["warnings"]
+    assert "PARTIAL: HLO of jit_train_step(44)" in advisor("analyze", run).stdout
+
+
+def test_two_traces_started_in_the_same_second_get_their_own_run_folders(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    from advisor.runner import _claim_run_dir, _private_logdir
+
+    privates = [_private_logdir(tmp_path), _private_logdir(tmp_path)]
+    assert privates[0] != privates[1]
+    for private in privates:
+        jax.profiler.start_trace(str(private))
+        jnp.ones(8).sum().block_until_ready()
+        jax.profiler.stop_trace()
+    runs = [_claim_run_dir(p, tmp_path / "plugins" / "profile") for p in privates]
+    assert runs[0] != runs[1] and all(list(r.glob("*.xplane.pb")) for r in runs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plugins"], "private logdirs are removed"
+
+
+def test_every_xla_primitive_type_has_its_width():
+    from advisor.load.hlo import shape_info
+    from advisor.load.hlo_proto import ELEMENT_TYPES, HloProto
+    from jax._src.lib import xla_client
+
+    by_name = {n.lower(): int(v) for n, v in xla_client.PrimitiveType.__members__.items()}
+    shape = HloProto().hlo_module.computations.add().instructions.add().shape
+    shape.dimensions.extend([3, 5])
+    expected = {"f8e4m3fn": 15, "f8e5m2": 15, "f8e4m3b11fnuz": 15, "s4": 8, "u4": 8, "f4e2m1fn": 8,
+                "bf16": 30, "f32": 60, "c128": 240, "pred": 15, "s8": 15}
+    for name, nbytes in expected.items():
+        shape.element_type = by_name[name]
+        assert shape_info(shape) == (name, (3, 5), nbytes), name
+    arrays = [n for n in by_name if n not in ("primitive_type_invalid", "tuple", "opaque_type", "token")]
+    assert all(by_name[n] in ELEMENT_TYPES for n in arrays), set(arrays) - {ELEMENT_TYPES[v][0] for v in ELEMENT_TYPES}
+
+
+def test_xprof_temp_folders_are_removed(tmp_path, monkeypatch):
+    import tempfile
+
+    from advisor.load.xprof_tools import read_xprof
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = read_xprof(next((FIXTURES / "transformer_scan").rglob("*.xplane.pb")), "jit_train_step(44)")
+    assert result.error is None and result.memory_viewer and "jit_train_step(44)" in result.hlo_protos
+    assert list(tmp_path.iterdir()) == []

@@ -8,7 +8,7 @@ import sysconfig
 from typing import Optional
 
 from ..model import HloModule, Instruction, SourceLine
-from .hlo_proto import DTYPES, TUPLE, HloProto
+from .hlo_proto import ELEMENT_TYPES, TUPLE, HloProto
 
 # Frames in these packages are the libraries', not the user's: attribution skips them.
 _LIBRARY_PARTS = ("/jax/", "/jaxlib/", "/flax/", "/optax/", "/orbax/", "/chex/", "/importlib/")
@@ -24,9 +24,9 @@ def shape_info(shape) -> tuple[str, tuple[int, ...], int]:
     """(dtype name, dims, bytes) of a ShapeProto; tuples sum their elements."""
     if shape.element_type == TUPLE:
         return "tuple", (), sum(shape_info(s)[2] for s in shape.tuple_shapes)
-    name, width = DTYPES.get(shape.element_type, ("other", 0))
+    name, bits = ELEMENT_TYPES.get(shape.element_type, ("other", 0))
     dims = tuple(int(d) for d in shape.dimensions)
-    return name, dims, width * math.prod(dims)
+    return name, dims, (bits * math.prod(dims) + 7) // 8    # sub-byte types packed
 
 
 class _Frames:

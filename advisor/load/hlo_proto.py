@@ -93,13 +93,53 @@ message_type {
 }
 """
 
-# xla.PrimitiveType values (xla/xla_data.proto) and their byte widths.
-DTYPES = {
-    1: ("pred", 1), 2: ("s8", 1), 3: ("s16", 2), 4: ("s32", 4), 5: ("s64", 8),
-    6: ("u8", 1), 7: ("u16", 2), 8: ("u32", 4), 9: ("u64", 8), 10: ("f16", 2),
-    11: ("f32", 4), 12: ("f64", 8), 15: ("c64", 8), 16: ("bf16", 2), 18: ("c128", 16),
-    19: ("f8e5m2", 1), 20: ("f8e4m3fn", 1),
-}
+def _element_types() -> dict[int, tuple[str, int]]:
+    """Every xla.PrimitiveType jaxlib knows: value -> (lowercase XLA name, bits per element).
+
+    Widths come from numpy / ml_dtypes (float8 variants, int4, float4_e2m1fn, ...); PRED is
+    stored as one byte; TUPLE, TOKEN and OPAQUE_TYPE hold no array data of their own.
+    """
+    import ml_dtypes
+    import numpy as np
+    from jax._src.lib import xla_client
+
+    out = {}
+    for name, value in xla_client.PrimitiveType.__members__.items():
+        dtype = _numpy_dtype(name.lower(), ml_dtypes, np)
+        if dtype is not None:
+            out[int(value)] = (name.lower(), _bits(dtype, ml_dtypes, np))
+    return out
+
+
+def _numpy_dtype(name: str, ml_dtypes, np):
+    if name == "pred":
+        return np.uint8
+    if name[0] in "su" and name[1:].isdigit():
+        kind = "int" if name[0] == "s" else "uint"
+        return getattr(np, f"{kind}{name[1:]}", None) or getattr(ml_dtypes, f"{kind}{name[1:]}", None)
+    if name[0] == "c" and name[1:].isdigit():
+        return getattr(np, f"complex{name[1:]}", None)
+    if name == "bf16":
+        return ml_dtypes.bfloat16
+    if name[0] == "f" and name[1:].isdigit():
+        return getattr(np, f"float{name[1:]}", None)
+    if name.startswith(("f8", "f4", "f6")):
+        return getattr(ml_dtypes, f"float{name[1]}_{name[2:]}", None)
+    return None
+
+
+def _bits(dtype, ml_dtypes, np) -> int:
+    if np.dtype(dtype).kind in "biufc":     # numpy's own types: whole bytes
+        return np.dtype(dtype).itemsize * 8
+    for info in (ml_dtypes.iinfo, ml_dtypes.finfo):
+        try:
+            return int(info(dtype).bits)
+        except (ValueError, TypeError):
+            continue
+    return np.dtype(dtype).itemsize * 8
+
+
+ELEMENT_TYPES = _element_types()
 TUPLE = 13
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Optional
 
 from ..errors import AdvisorError
@@ -11,21 +12,45 @@ from ..model import Buffer, HloModule, MemoryAtPeak, Profile
 from ..categories import categorize
 from .hlo import parse_module, split_key
 from .memprof import read_memory_profile
-from .timeline import read_timeline
-from .xprof_tools import XprofSession
+from .timeline import Timeline, read_timeline
+from .xplane_stream import StreamSpace, XSpaceError
+from .xprof_tools import read_xprof
 
 _MIB = 1024 * 1024
 
+# Rules that read the step program's HLO, and those that read its buffers live at the peak
+# (XLA's buffer assignment, through xprof's memory viewer): named when that part is unreadable.
+NEEDS_HLO = ("scan-dynamic-update-slice", "missing-remat", "missing-buffer-donation", "float32-activations",
+             "float32-attention-logits", "unneeded-grad-accumulation", "remat-too-broad")
+NEEDS_BUFFERS = ("missing-remat", "missing-buffer-donation", "float32-activations", "float32-attention-logits",
+                 "remat-too-broad")
+
 
 def load_profile_data(path):
-    """`ProfileData` for the file, or one clear error if it is not an XSpace."""
-    from jax.profiler import ProfileData
-
+    """The file's XSpace, read as a stream (`ADVISOR_READER=profiledata`: with
+    `jax.profiler.ProfileData`, the reader the stream reader is tested against), or one clear
+    error if it is not an XSpace."""
     try:
-        return ProfileData.from_file(str(path))
+        if os.environ.get("ADVISOR_READER") == "profiledata":
+            from jax.profiler import ProfileData
+            return ProfileData.from_file(str(path))
+        return StreamSpace(path)
     except Exception as err:  # noqa: BLE001 - the C++ parser raises plain RuntimeErrors/ValueErrors
-        raise AdvisorError(f"{path}: cannot parse this .xplane.pb ({_first_line(err)}); "
-                           "it may be truncated or corrupt: record the trace again") from None
+        raise _unreadable(path, err) from None
+
+
+def load_timeline(path) -> Timeline:
+    """The timeline of the file; a part found corrupt while streaming is the same clear error."""
+    profile_data = load_profile_data(path)
+    try:
+        return read_timeline(profile_data)
+    except XSpaceError as err:
+        raise _unreadable(path, err) from None
+
+
+def _unreadable(path, err: Exception) -> AdvisorError:
+    return AdvisorError(f"{path}: cannot parse this .xplane.pb ({_first_line(err)}); "
+                        "it may be truncated or corrupt: record the trace again")
 
 
 def _first_line(err: Exception) -> str:
@@ -34,22 +59,38 @@ def _first_line(err: Exception) -> str:
 
 
 def load_run(run: RunFiles) -> Profile:
-    profile_data = load_profile_data(run.xplane)
-    timeline = read_timeline(profile_data)
-    del profile_data
-    meta = _run_metadata(run)
+    timeline = load_timeline(run.xplane)
+    warnings: list[str] = []
+    meta = _run_metadata(run, warnings)
 
-    with XprofSession(run.xplane) as xprof:
-        modules = _modules(xprof)
-        step_module = timeline.step_module
-        memory = _memory_at_peak(xprof, step_module) if step_module in modules else None
+    step_module = timeline.step_module
+    xprof = read_xprof(run.xplane, step_module)
+    modules = _modules(xprof.hlo_protos, warnings, step_module, {op.module for op in timeline.ops})
+    memory = _memory_at_peak(xprof.memory_viewer, step_module) if step_module in modules else None
+    if xprof.programs is not None and len(modules) < xprof.programs:
+        lost = xprof.programs - len(modules)
+        warnings.append(f"the HLO of {lost} of the {xprof.programs} programs in the trace could not be read")
+    if xprof.error:
+        warnings.append(f"{xprof.error}; the HLO and buffers read before it stopped are used")
+    if step_module in modules and memory is None:
+        warnings.append(f"the buffer assignment (memory viewer) of {step_module} could not be read: "
+                        f"{', '.join(NEEDS_BUFFERS)} could not run, and peak memory is unknown")
 
     backend = timeline.backend
     device_name = timeline.device_name or meta.get("device_kind", "") or backend
     _categorize_devices(timeline, modules)
     notes = []
-    if backend == "unknown":
-        notes.append("no XLA op events found in this trace: was anything running while it was recorded?")
+    if not timeline.ops:
+        size = run.xplane.stat().st_size
+        what = "the file is empty (0 bytes)" if size == 0 else "no XLA op ran while it was recorded"
+        warnings.append(f"the trace holds no executed ops ({what}): no rule could run; record the trace "
+                        "around steps that run on the device")
+    memory_profile = []
+    if run.memory_profile:
+        try:
+            memory_profile = read_memory_profile(run.memory_profile)
+        except AdvisorError as err:
+            warnings.append(f"{err}: its live-at-save table is left out")
     return Profile(
         path=str(run.xplane),
         backend=backend,
@@ -59,10 +100,11 @@ def load_run(run: RunFiles) -> Profile:
         modules=modules,
         step_module=step_module,
         memory=memory,
-        device_memory_profile=read_memory_profile(run.memory_profile) if run.memory_profile else [],
+        device_memory_profile=memory_profile,
         run_metadata=meta,
         device_capacity_bytes=_capacity(timeline.device_stats),
         notes=notes,
+        warnings=warnings,
         busy=timeline.busy,
         host_events=timeline.host_events,
         transfers=timeline.transfers,
@@ -88,38 +130,71 @@ def _capacity(device_stats: dict) -> Optional[int]:
     return int(size) if size else None
 
 
-def _run_metadata(run: RunFiles) -> dict:
+_METADATA_TYPES = {"num_params": int, "workload": str, "preset": str, "backend": str, "device_kind": str,
+                   "compile_s": (int, float), "step_wall_ms_median": (int, float), "step_wall_ms": list,
+                   "config": dict, "required_bytes": int, "capacity_bytes": int}
+
+
+def _run_metadata(run: RunFiles, warnings: list[str]) -> dict:
+    """advisor_run.json, keeping only the keys of the type advisor writes; a malformed file is ignored."""
     if run.run_metadata is None:
         return {}
     try:
-        return json.loads(run.run_metadata.read_text())
-    except (OSError, ValueError):
+        meta = json.loads(run.run_metadata.read_text())
+    except (OSError, ValueError) as err:
+        warnings.append(f"{run.run_metadata}: not readable JSON ({_first_line(err)}); ignored")
         return {}
+    if not isinstance(meta, dict):
+        warnings.append(f"{run.run_metadata}: holds a {type(meta).__name__}, not an object; ignored")
+        return {}
+    for key, kind in _METADATA_TYPES.items():
+        value = meta.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            warnings.append(f"{run.run_metadata}: {key} is {value!r}, not a {_type_name(kind)}; ignored")
+            del meta[key]
+    return meta
 
 
-def _modules(xprof: XprofSession) -> dict[str, HloModule]:
-    out = {}
-    for key, data in xprof.hlo_protos().items():
+def _type_name(kind) -> str:
+    return "number" if isinstance(kind, tuple) else {int: "whole number", str: "string", list: "list",
+                                                     dict: "object"}[kind]
+
+
+def _modules(protos: dict[str, bytes], warnings: list[str], step_module: Optional[str],
+             ran: set[str]) -> dict[str, HloModule]:
+    """Every program's HLO; a program that ran (has ops) but cannot be read is named in `warnings`."""
+    out, unreadable = {}, []
+    for key, data in protos.items():
         name, program_id = split_key(key)
         try:
             out[key] = parse_module(data, program_id)
-        except Exception:  # noqa: BLE001 - a module we cannot read is left out, not fatal
-            continue
+        except Exception:  # noqa: BLE001 - protobuf raises DecodeError or RuntimeError; said in a warning
+            unreadable.append(key)
+    if step_module and step_module not in out:
+        warnings.append(f"HLO of {step_module} could not be read: {', '.join(NEEDS_HLO)} could not run, "
+                        "and its ops are not categorized")
+    ran = {k for k in ran if split_key(k)[1] >= 0}     # ops outside any program (memcpys) have no HLO
+    others = sorted(k for k in set(unreadable) | (ran - set(out)) if k != step_module)
+    if others:
+        warnings.append(f"HLO of {', '.join(others)} could not be read: their ops are not categorized")
     return out
 
 
-def _memory_at_peak(xprof: XprofSession, module_key: str) -> Optional[MemoryAtPeak]:
-    data = xprof.memory_viewer(module_key)
-    if not data or "maxHeap" not in data:
+def _memory_at_peak(data: Optional[dict], module_key: str) -> Optional[MemoryAtPeak]:
+    if not data or not isinstance(data.get("maxHeap"), list):
         return None
-    buffers = [
-        Buffer(instruction=b.get("instructionName", ""), shape=b.get("shapeString", "").split("{")[0],
-               bytes=int(round(float(b.get("logicalBufferSizeMib", 0)) * _MIB)), group=b.get("groupName", "Other"))
-        for b in data["maxHeap"]
-    ]
-    return MemoryAtPeak(
-        module=module_key,
-        peak_bytes=int(round(float(data.get("peakHeapMib", 0)) * _MIB)),
-        parameter_bytes=int(round(float(data.get("entryComputationParametersMib", 0)) * _MIB)),
-        buffers=buffers,
-    )
+    try:
+        buffers = [
+            Buffer(instruction=b.get("instructionName", ""), shape=b.get("shapeString", "").split("{")[0],
+                   bytes=int(round(float(b.get("logicalBufferSizeMib", 0)) * _MIB)),
+                   group=b.get("groupName", "Other"))
+            for b in data["maxHeap"]
+        ]
+        return MemoryAtPeak(
+            module=module_key,
+            peak_bytes=int(round(float(data.get("peakHeapMib", 0)) * _MIB)),
+            parameter_bytes=int(round(float(data.get("entryComputationParametersMib", 0)) * _MIB)),
+            buffers=buffers,
+        )
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return None

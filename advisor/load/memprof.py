@@ -11,6 +11,7 @@ import gzip
 import zlib
 from pathlib import Path
 
+from google.protobuf.message import DecodeError
 
 from ..errors import AdvisorError
 from ..model import MemoryProfileEntry
@@ -73,7 +74,7 @@ def read_memory_profile(path: Path) -> list[MemoryProfileEntry]:
         raw = gzip.decompress(path.read_bytes())
         prof = PprofProfile()
         prof.ParseFromString(raw)
-    except (OSError, EOFError, zlib.error, ValueError) as err:
+    except (OSError, EOFError, zlib.error, ValueError, DecodeError) as err:
         raise AdvisorError(f"{path}: not a readable device memory profile ({err}); "
                            "re-save it with jax.profiler.save_device_memory_profile or remove it") from None
     strings = list(prof.string_table)

@@ -57,6 +57,8 @@ def _host_category(name: str) -> Optional[str]:
 
 
 def _stat_dict(event, wanted: frozenset) -> dict:
+    if hasattr(event, "stat_dict"):   # the streaming reader reads only the wanted values
+        return event.stat_dict(wanted)
     return {k: v for k, v in event.stats if k in wanted}
 
 
@@ -127,7 +129,11 @@ class _OpAccumulator:
 
 def read_timeline(profile_data) -> Timeline:
     acc = _OpAccumulator()
-    device_planes = [p for p in profile_data.planes if p.name.startswith(("/device:GPU", "/device:TPU"))]
+    prefixes = ("/device:GPU", "/device:TPU")
+    if hasattr(profile_data, "planes_named"):   # the streaming reader parses only these planes
+        device_planes = profile_data.planes_named(prefixes)
+    else:
+        device_planes = [p for p in profile_data.planes if p.name.startswith(prefixes)]
     host = profile_data.find_plane_with_name("/host:CPU")
     meta = profile_data.find_plane_with_name("/host:metadata")
     host_stats = dict(meta.stats) if meta is not None else {}

@@ -75,3 +75,25 @@ def metadata_xspace(path: Path) -> bytes:
             if field == _HOSTNAMES or (field == _PLANES and _plane_name(buf, body, pos) in _KEEP_PLANES):
                 out += buf[field_start:pos]
         return bytes(out)
+
+
+def program_count(xspace: bytes) -> int:
+    """How many programs the metadata plane describes: its `event_metadata = 4` entries, one per
+    HLO module. The loader compares it with the HLO it could read, so a lost program is said."""
+    count, pos, end = 0, 0, len(xspace)
+    while pos < end:
+        key, pos = _varint(xspace, pos)
+        field, wire = key >> 3, key & 7
+        if wire != _LEN:
+            pos = _skip(xspace, pos, wire)
+            continue
+        length, body = _varint(xspace, pos)
+        pos = body + length
+        if field == _PLANES and _plane_name(xspace, body, min(pos, end)) in _KEEP_PLANES:
+            inner = body
+            while inner < min(pos, end):
+                k, inner = _varint(xspace, inner)
+                if k >> 3 == 4 and k & 7 == _LEN:
+                    count += 1
+                inner = _skip(xspace, inner, k & 7)
+    return count

@@ -1,0 +1,333 @@
+"""Read an XSpace file plane by plane, line by line, events in chunks, without holding it parsed.
+
+`jax.profiler.ProfileData` parses the whole file into memory (about 11 bytes per byte of
+trace) and cannot parse a file over 2 GiB. Here the file is memory-mapped and only the
+framing of the top-level messages is walked in Python (xplane.proto field numbers, see
+../shared/GPU_XPLANE_SCHEMA.md): each plane's metadata is parsed once, and each line's
+events are parsed by protobuf's C parser a chunk at a time (a run of whole `events = 4`
+fields is itself a valid XLine). The objects given out have ProfileData's interface
+(`planes`, `find_plane_with_name`, `name`, `lines`, `events`, `stats`, `start_ns`,
+`duration_ns`) and its values, so the timeline reader takes either.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Iterator, Optional
+
+from google.protobuf.message import DecodeError
+
+from .protos import message_class
+from .xspace_slice import _skip, _varint
+
+_SCHEMA = """
+name: "advisor_xplane_stream.proto"
+package: "advisor_xplane"
+syntax: "proto3"
+message_type {
+  name: "XStat"
+  field { name: "metadata_id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "double_value" number: 2 label: LABEL_OPTIONAL type: TYPE_DOUBLE oneof_index: 0 }
+  field { name: "uint64_value" number: 3 label: LABEL_OPTIONAL type: TYPE_UINT64 oneof_index: 0 }
+  field { name: "int64_value" number: 4 label: LABEL_OPTIONAL type: TYPE_INT64 oneof_index: 0 }
+  field { name: "str_value" number: 5 label: LABEL_OPTIONAL type: TYPE_STRING oneof_index: 0 }
+  field { name: "bytes_value" number: 6 label: LABEL_OPTIONAL type: TYPE_BYTES oneof_index: 0 }
+  field { name: "ref_value" number: 7 label: LABEL_OPTIONAL type: TYPE_UINT64 oneof_index: 0 }
+  oneof_decl { name: "value" }
+}
+message_type {
+  name: "XEvent"
+  field { name: "metadata_id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "offset_ps" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 oneof_index: 0 }
+  field { name: "num_occurrences" number: 5 label: LABEL_OPTIONAL type: TYPE_INT64 oneof_index: 0 }
+  field { name: "duration_ps" number: 3 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "stats" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xplane.XStat" }
+  oneof_decl { name: "data" }
+}
+message_type {
+  name: "XLine"
+  field { name: "name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "timestamp_ns" number: 3 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "events" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xplane.XEvent" }
+}
+message_type {
+  name: "XEventMetadata"
+  field { name: "id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+}
+message_type {
+  name: "XStatMetadata"
+  field { name: "id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+}
+message_type {
+  name: "XPlane"
+  field { name: "id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "event_metadata" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xplane.XPlane.EventMetadataEntry" }
+  field { name: "stat_metadata" number: 5 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xplane.XPlane.StatMetadataEntry" }
+  field { name: "stats" number: 6 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xplane.XStat" }
+  nested_type {
+    name: "EventMetadataEntry"
+    field { name: "key" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+    field { name: "value" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xplane.XEventMetadata" }
+    options { map_entry: true }
+  }
+  nested_type {
+    name: "StatMetadataEntry"
+    field { name: "key" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+    field { name: "value" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xplane.XStatMetadata" }
+    options { map_entry: true }
+  }
+}
+"""
+
+XLine = message_class(_SCHEMA, "advisor_xplane.XLine")
+XPlaneHead = message_class(_SCHEMA, "advisor_xplane.XPlane")   # a plane without its lines
+
+_PLANES, _LINES, _EVENTS = 1, 3, 4
+_LEN = 2
+_CHUNK = 8 << 20   # bytes of event fields parsed at once: bounds the memory of one parse
+
+
+class XSpaceError(ValueError):
+    """The file is not a readable XSpace (truncated, corrupt, or not a trace)."""
+
+
+def _fields(buf, pos: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """(field, wire, field_start, body_start, field_end) of each field in buf[pos:end]."""
+    while pos < end:
+        start = pos
+        try:
+            key, pos = _varint(buf, pos)
+            field, wire = key >> 3, key & 7
+            if wire == _LEN:
+                length, body = _varint(buf, pos)
+                pos = body + length
+            else:
+                body = pos
+                pos = _skip(buf, pos, wire)
+        except (IndexError, ValueError):
+            raise XSpaceError("truncated or malformed field") from None
+        if pos > end or field == 0:
+            raise XSpaceError("truncated or malformed field")
+        yield field, wire, start, body, pos
+
+
+def _stat_tuple(stat, stat_names: dict) -> tuple:
+    """(name, value) as ProfileData gives it: refs resolved, unknown metadata ids (None, None)."""
+    name = stat_names.get(stat.metadata_id)
+    if name is None:
+        return (None, None)
+    kind = stat.WhichOneof("value")
+    if kind == "ref_value":
+        return (name, stat_names.get(stat.ref_value, ""))
+    if kind is None:
+        return (None, None)
+    return (name, getattr(stat, kind))
+
+
+class StreamEvent:
+    __slots__ = ("name", "start_ns", "duration_ns", "_event", "_stat_names")
+
+    def __init__(self, name, start_ns, duration_ns, event, stat_names):
+        self.name = name
+        self.start_ns = start_ns
+        self.duration_ns = duration_ns
+        self._event = event
+        self._stat_names = stat_names
+
+    @property
+    def stats(self) -> Iterator[tuple]:
+        names = self._stat_names
+        return (_stat_tuple(s, names) for s in self._event.stats)
+
+    def stat_dict(self, wanted: frozenset) -> dict:
+        """{name: value} of the stats named in `wanted`: the values of the others are not read."""
+        names = self._stat_names
+        out = {}
+        for stat in self._event.stats:
+            name = names.get(stat.metadata_id)
+            if name in wanted:
+                kind = stat.WhichOneof("value")
+                if kind == "ref_value":
+                    out[name] = names.get(stat.ref_value, "")
+                elif kind is not None:
+                    out[name] = getattr(stat, kind)
+        return out
+
+
+_EVENT_TAG = _EVENTS << 3 | _LEN
+
+
+def _event_run(buf, pos: int, end: int) -> int:
+    """The end of the run of whole `events` fields from pos, at most _CHUNK bytes (but at least
+    one field) and never past end. Most events are shorter than 128 bytes: a one-byte length,
+    read inline."""
+    limit, first = min(end, pos + _CHUNK), True
+    try:
+        while pos < limit and buf[pos] == _EVENT_TAG:
+            length = buf[pos + 1]
+            if length < 0x80:
+                nxt = pos + 2 + length
+            else:
+                length, body = _varint(buf, pos + 1)
+                nxt = body + length
+            if nxt > limit and not first:
+                break
+            pos, first = nxt, False
+    except (IndexError, ValueError):
+        raise XSpaceError("truncated event") from None
+    if pos > end:
+        raise XSpaceError("truncated event")
+    return pos
+
+
+def _ns(ps: int) -> int:
+    """ps // 1000 truncated toward zero, as ProfileData's int64 division does."""
+    return ps // 1000 if ps >= 0 else -((-ps) // 1000)
+
+
+class StreamLine:
+    def __init__(self, plane: "StreamPlane", start: int, end: int):
+        self._plane, self._start, self._end = plane, start, end
+        self._runs: list[tuple[int, int]] = []   # [start, end) of runs of whole event fields
+        self._whole = None
+        buf = plane._buf
+        if end - start <= _CHUNK:   # a small line: one parse, no walk over its events
+            self._whole = _parse(XLine, buf[start:end])
+            self.name, self.timestamp_ns = self._whole.name, self._whole.timestamp_ns
+            return
+        head = bytearray()
+        pos = start
+        while pos < end:
+            if buf[pos] == _EVENT_TAG:
+                run_end = _event_run(buf, pos, end)
+                if run_end > pos:
+                    self._runs.append((pos, run_end))
+                    pos = run_end
+                    continue
+            field, wire, fstart, _, fend = next(_fields(buf, pos, end))
+            head += buf[fstart:fend]
+            pos = fend
+        msg = _parse(XLine, bytes(head))
+        self.name = msg.name
+        self.timestamp_ns = msg.timestamp_ns
+
+    @property
+    def events(self) -> Iterator[StreamEvent]:
+        buf = self._plane._buf
+        names, stat_names = self._plane._event_names, self._plane._stat_names
+        ts = self.timestamp_ns
+        whole = self._whole
+        if whole is not None:
+            _release(buf, self._start, self._end)
+        chunks = [whole] if whole is not None else (_chunk(buf, s, e) for s, e in self._runs)
+        for chunk in chunks:
+            for ev in chunk.events:
+                off, dur = ev.offset_ps, ev.duration_ps
+                yield StreamEvent(names.get(ev.metadata_id, ""),
+                                  float((off // 1000 if off >= 0 else _ns(off)) + ts),
+                                  float(dur // 1000 if dur >= 0 else _ns(dur)), ev, stat_names)
+
+
+def _chunk(buf, start: int, end: int):
+    msg = _parse(XLine, buf[start:end])
+    _release(buf, start, end)
+    return msg
+
+
+_PAGE = mmap.PAGESIZE
+
+
+def _release(buf, start: int, end: int) -> None:
+    """Drop the file's pages already parsed from this process's RSS (the page cache keeps
+    them): without it the mapped file counts in the peak RSS as it is read."""
+    if isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        first = -(-start // _PAGE) * _PAGE
+        last = end // _PAGE * _PAGE
+        if last > first:
+            buf.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+def _parse(cls, data):
+    msg = cls()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as err:
+        raise XSpaceError(f"bad message: {err}") from None
+    return msg
+
+
+class StreamPlane:
+    def __init__(self, buf, start: int, end: int):
+        self._buf = buf
+        self._lines: list[tuple[int, int]] = []
+        head = bytearray()
+        for field, wire, fstart, body, fend in _fields(buf, start, end):
+            if field == _LINES and wire == _LEN:
+                self._lines.append((body, fend))
+            else:
+                head += buf[fstart:fend]
+        msg = _parse(XPlaneHead, bytes(head))
+        self.name = msg.name
+        self._event_names = {k: v.name for k, v in msg.event_metadata.items()}
+        self._stat_names = {k: v.name for k, v in msg.stat_metadata.items()}
+        self._stats = [_stat_tuple(s, self._stat_names) for s in msg.stats]
+
+    @property
+    def stats(self) -> Iterator[tuple]:
+        return iter(self._stats)
+
+    @property
+    def lines(self) -> Iterator[StreamLine]:
+        for start, end in self._lines:
+            yield StreamLine(self, start, end)
+
+
+class StreamSpace:
+    """An XSpace file read lazily: the planes are indexed now, parsed when visited."""
+
+    def __init__(self, path):
+        size = os.path.getsize(path)
+        self._buf = b""
+        if size:
+            with open(path, "rb") as f:
+                self._buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self._planes: list[tuple[int, int, str]] = []
+        for field, wire, _, body, fend in _fields(self._buf, 0, size):
+            if field == _PLANES and wire == _LEN:
+                self._planes.append((body, fend, _plane_name(self._buf, body, fend)))
+
+    @property
+    def planes(self) -> Iterator[StreamPlane]:
+        for start, end, _ in self._planes:
+            yield StreamPlane(self._buf, start, end)
+
+    def planes_named(self, prefixes: tuple) -> list[StreamPlane]:
+        """The planes whose names start with one of prefixes; the others are not parsed."""
+        return [StreamPlane(self._buf, s, e) for s, e, name in self._planes if name.startswith(prefixes)]
+
+    def find_plane_with_name(self, name: str) -> Optional[StreamPlane]:
+        for start, end, plane_name in self._planes:
+            if plane_name == name:
+                return StreamPlane(self._buf, start, end)
+        return None
+
+    def plane_names(self) -> list[str]:
+        return [name for _, _, name in self._planes]
+
+
+def _plane_name(buf, start: int, end: int) -> str:
+    """The plane's `name = 2`: writers put it right after `id = 1`, so the plane's other fields
+    (its lines and metadata, most of its bytes) are not walked."""
+    name = b""
+    for field, wire, _, body, fend in _fields(buf, start, end):
+        if field == 2 and wire == _LEN:
+            name = bytes(buf[body:fend])
+            break
+    try:
+        return name.decode("utf-8")
+    except UnicodeDecodeError:
+        raise XSpaceError("plane name is not UTF-8") from None

@@ -1,0 +1,47 @@
+"""Seeded fuzz: 250 mutants of a real trace (byte flips anywhere and inside the metadata plane's
+HLO, truncation, zeroed ranges, duplicated chunks), analyzed in process with the engine.
+
+Each mutant must give one clear line (AdvisorError: exit 2 on the command line), a report
+identical to the unmutated one, or a report that warns what it could not read: never an
+exception, a rule's internal error, or another answer without a warning.
+benchmarks/fuzz.py runs 10,000 of the same mutants.
+"""
+
+import collections
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import fuzz  # noqa: E402
+
+N = 250
+
+
+@pytest.fixture(scope="module")
+def fuzzer():
+    f = fuzz.Fuzzer("transformer_scan")
+    yield f
+    f.close()
+
+
+def test_mutants_are_rejected_or_the_same_or_warned(fuzzer):
+    outcomes = collections.Counter()
+    wrong = []
+    for i, kind, mutant in fuzz.mutants(fuzzer.data, seed=0, n=N):
+        outcome, detail = fuzzer.run(mutant)
+        outcomes[(kind, outcome)] += 1
+        if outcome not in ("rejected", "same", "warned"):
+            wrong.append(f"mutant {i} ({kind}): {outcome}: {detail}")
+    assert not wrong, "\n".join(wrong)
+    kinds = {kind for kind, _ in outcomes}
+    assert kinds == set(fuzz.KINDS)
+    # the mix is real: flips inside the HLO are caught by warnings, truncations by one-line errors
+    assert outcomes[("hlo_flip", "warned")] > 0 and outcomes[("truncate", "rejected")] > 0
+
+
+def test_the_unmutated_trace_reports_no_warnings(fuzzer):
+    assert fuzzer.run(fuzzer.data) == ("same", "")
+    assert fuzzer.baseline["warnings"] == [] and fuzzer.baseline["findings"]
