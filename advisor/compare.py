@@ -8,7 +8,7 @@ import statistics
 from typing import Any, Optional
 
 from .categories import categorize
-from .engine import Analysis
+from .engine import Analysis, peak_memory
 
 
 @dataclasses.dataclass
@@ -68,7 +68,7 @@ def metrics(analysis: Analysis) -> Metrics:
         backend=p.backend,
         device=p.device_name,
         step_times_ms=[round(s.duration_ns / 1e6, 3) for s in p.steps],
-        peak_memory_bytes=p.memory.peak_bytes if p.memory else None,
+        peak_memory_bytes=peak_memory(p)[0],
         category_ms_per_step={k: round(v / steps / 1e6, 3) for k, v in sorted(cats.items(), key=lambda kv: -kv[1])},
         findings={f.rule: f.severity for f in analysis.findings},
         titles={f.rule: f.title for f in analysis.findings},

@@ -150,6 +150,21 @@ def _device_summary(d, steps) -> dict[str, Any]:
     return out
 
 
+def peak_memory(profile: Profile) -> tuple[Optional[int], Optional[str]]:
+    """(bytes, where from): the one definition of peak memory analyze, compare and check share.
+
+    XLA's buffer assignment of the step program where the trace has it, else the device
+    allocator that held the most bytes during the trace (GPU/TPU), else unknown.
+    """
+    if profile.memory:
+        return profile.memory.peak_bytes, f"XLA buffer assignment of {profile.memory.module}"
+    device_allocators = [a for a in profile.allocators if a.allocator.startswith(("GPU_", "TPU_"))]
+    if device_allocators:
+        top = max(device_allocators, key=lambda a: a.peak_bytes)
+        return top.peak_bytes, f"allocator {top.allocator} (most bytes in use during the trace)"
+    return None, None
+
+
 def summarize(profile: Profile) -> dict[str, Any]:
     steps = profile.steps
     meta = profile.run_metadata
@@ -164,8 +179,8 @@ def summarize(profile: Profile) -> dict[str, Any]:
         "step_module": profile.step_module,
         "op_time_per_step_ms": round(profile.op_time_ns(profile.step_module) / max(len(steps), 1) / 1e6, 3)
         if profile.step_module else None,
-        "peak_memory_bytes": profile.memory.peak_bytes if profile.memory else None,
-        "peak_memory_source": f"XLA buffer assignment of {profile.memory.module}" if profile.memory else None,
+        "peak_memory_bytes": peak_memory(profile)[0],
+        "peak_memory_source": peak_memory(profile)[1],
         "device_capacity_bytes": profile.device_capacity_bytes,
         "modules": len(profile.modules),
         "advisor_version": __version__,
@@ -173,12 +188,6 @@ def summarize(profile: Profile) -> dict[str, Any]:
     if profile.devices:
         out["devices"] = [_device_summary(d, steps) for d in profile.devices if d.active]
         out["devices_idle"] = [d.name for d in profile.devices if not d.active]
-    if out["peak_memory_bytes"] is None:
-        device_allocators = [a for a in profile.allocators if a.allocator.startswith(("GPU_", "TPU_"))]
-        if device_allocators:
-            top = max(device_allocators, key=lambda a: a.peak_bytes)
-            out["peak_memory_bytes"] = top.peak_bytes
-            out["peak_memory_source"] = f"allocator {top.allocator} (most bytes in use during the trace)"
     if profile.allocators:
         out["allocators"] = [{"allocator": a.allocator, "peak_bytes": a.peak_bytes,
                               "lifetime_peak_bytes": a.lifetime_peak_bytes, "events": a.events}

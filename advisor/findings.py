@@ -26,9 +26,12 @@ class Recommendation:
     expected: Expected
     cost: str
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    remedy: Any = None    # advisor.remedies.Remedy: the change recommended, typed; None where none applies
 
     def to_json(self) -> dict:
-        return {"text": self.text, "config": self.config, "expected": self.expected.to_json(), "cost": self.cost}
+        out = {"text": self.text, "config": self.config, "expected": self.expected.to_json(), "cost": self.cost}
+        out["remedy"] = self.remedy.to_json() if self.remedy is not None else None
+        return out
 
 
 @dataclasses.dataclass

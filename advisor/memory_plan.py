@@ -10,28 +10,24 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .findings import Expected, Finding, Recommendation
+from .remedies import Kind, Remedy
 from .runner import OutOfMemory, estimate_bytes
 from .units import mib
 
 
 def candidates(name: str, config: dict) -> list[dict]:
-    """Config changes worth estimating, each alone, from the current config."""
-    m, d, o, t = config["model"], config["data"], config["optimizer"], config["train"]
+    """Config changes worth estimating, each alone, from the current config: the workload's
+    mapping of the memory remedies (bfloat16, remat, donation, more minibatches, a smaller batch)."""
+    from advisor import workloads
+
+    remedies = [Remedy(Kind.BFLOAT16), Remedy(Kind.REMAT, "blocks"), Remedy(Kind.DONATE, "state"),
+                Remedy(Kind.MORE_MINIBATCHES, value=2), Remedy(Kind.MORE_MINIBATCHES, value=4),
+                Remedy(Kind.SMALLER_BATCH)]
     out = []
-    if m.get("dtype") == "float32":
-        out.append({"model.dtype": "bfloat16"})
-    if name == "transformer" and not m.get("remat"):
-        out.append({"model.remat": ["MLP", "Attn"]})
-    if name == "mlp" and not m.get("remat"):
-        out.append({"model.remat": True})
-    if not t.get("donate"):
-        out.append({"train.donate": True})
-    n = o["num_minibatches"]
-    for factor in (2, 4):
-        if d["batch_size"] % (n * factor) == 0:
-            out.append({"optimizer.num_minibatches": n * factor})
-    if d["batch_size"] // 2 >= n and (d["batch_size"] // 2) % n == 0:
-        out.append({"data.batch_size": d["batch_size"] // 2})
+    for remedy in remedies:
+        change = workloads.remedy_config(name, remedy, config)
+        if change and change not in out:
+            out.append(change)
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 from .findings import Finding
 from .model import Profile
@@ -18,6 +18,7 @@ class Rule:
     summary: str                    # one line
     check: Callable[..., Iterable[Finding]]   # check(profile, **options)
     doc: str                        # the rule module's docstring
+    notes: Optional[Callable[[Profile], list[str]]] = None   # what the run's notes should say (e.g. warm-up)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -28,4 +29,8 @@ class Rule:
     def run(self, profile: Profile, options: dict[str, Any] | None = None) -> list[Finding]:
         if profile.backend not in self.backends:
             return []
-        return list(self.check(profile, **(options or {})))
+        findings = list(self.check(profile, **(options or {})))
+        for note in (self.notes(profile) if self.notes else []):
+            if note not in profile.notes:
+                profile.notes.append(note)
+        return findings

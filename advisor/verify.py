@@ -15,9 +15,9 @@ from typing import Callable, Optional
 from .compare import compare, metrics
 from .engine import Analysis, analyze_path
 from .memory_plan import as_overrides
+from .remedies import CHANGES_NUMERICS
 from .runner import OutOfMemory, RUN_METADATA, profile_workload
 
-NUMERICS_KEYS = ("model.dtype", "model.softmax_dtype")
 LOSS_RTOL = 1e-4
 
 
@@ -54,7 +54,9 @@ def verify(name: str, preset: str, overrides: list[str], before: Analysis, logdi
         else:
             improved = c.step_time_improved()
         loss_before, loss_after = _meta(before).get("initial_loss"), _meta(after).get("initial_loss")
-        numerics = "changes numerics (dtype)" if any(k in change for k in NUMERICS_KEYS) else "same function"
+        remedy = finding.recommendation.remedy
+        changes = remedy is None or remedy.kind in CHANGES_NUMERICS   # untyped: do not promise the same loss
+        numerics = "changes numerics (dtype)" if changes else "same function"
         loss_match = None
         if loss_before is not None and loss_after is not None:
             loss_match = abs(loss_after - loss_before) <= LOSS_RTOL * max(abs(loss_before), 1.0)

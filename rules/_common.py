@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from advisor.model import Buffer, Profile
@@ -23,15 +24,41 @@ def per_step(profile: Profile, total_ns: float) -> float:
     return total_ns / max(len(profile.steps), 1)
 
 
-def activations(profile: Profile) -> list[Buffer]:
-    """Temporaries live at the step's memory peak: mostly what the forward saved for the backward.
+def parameter_shapes(profile: Profile) -> set[str]:
+    """Shapes of the step program's inputs: parameters and optimizer state (and the batch)."""
+    shapes = {b.shape for b in profile.memory.buffers if b.group == "Parameter"} if profile.memory else set()
+    module = profile.modules.get(profile.step_module or "")
+    if module is not None:
+        shapes |= {i.shape for i in module.instructions.values()
+                   if i.opcode == "parameter" and i.computation.startswith("main")}
+    return shapes
 
-    Temporaries shaped like a parameter are gradients or optimizer updates, not activations.
+
+def is_backward(op_name: str) -> bool:
+    """JAX names the backward pass's ops `transpose(...)`."""
+    return "transpose(" in op_name
+
+
+def activations(profile: Profile, saved_only: bool = False) -> list[Buffer]:
+    """Activation-like temporaries live at the step's memory peak, any rank of 2 or more.
+
+    Temporaries shaped like an input are gradients or optimizer updates, not activations.
+    `saved_only`: only what the forward pass saved for the backward pass to read (leaving out
+    the backward pass's own intermediates, recomputed ones included).
     """
     if profile.memory is None:
         return []
-    param_shapes = {b.shape for b in profile.memory.buffers if b.group == "Parameter"}
-    return [b for b in profile.memory.buffers if b.group == "Temporary" and b.shape not in param_shapes]
+    module = profile.modules.get(profile.step_module or "")
+    inputs = parameter_shapes(profile)
+    out = []
+    for b in profile.memory.buffers:
+        if b.group != "Temporary" or b.shape in inputs or len(dims(b.shape)) < 2:
+            continue
+        ins = module.instructions.get(b.instruction) if module else None
+        if saved_only and ins is not None and is_backward(ins.op_name):
+            continue
+        out.append(b)
+    return out
 
 
 def is_training_step(profile: Profile) -> bool:
@@ -68,7 +95,7 @@ def is_attention_logits(shape: str, min_len: int = 32) -> bool:
 
 def kept_by_remat(buffers) -> int:
     """What remat would still keep: the narrowest activations (each block's input)."""
-    ranked = [b for b in buffers if len(dims(b.shape)) >= 3]
+    ranked = [b for b in buffers if len(dims(b.shape)) >= 2]
     if not ranked:
         return 0
     narrowest = min(last_dim(b.shape) for b in ranked)
@@ -85,21 +112,67 @@ def steps_total_ns(profile: Profile) -> float:
     return sum(s.duration_ns for s in profile.steps)
 
 
+def compiles(profile: Profile) -> list:
+    """Compile events, one per compilation (the Python-side event wraps the PjRt client's)."""
+    events = [e for e in profile.host_events if e.category == "compile"]
+    python_side = [e for e in events if e.name.startswith("$")]
+    return python_side or events
 
 
-def layers_in(buffers) -> int:
-    """How many layers the activations come from, guessed from their shapes.
+def warm_up_step(profile: Profile):
+    """The first profiled step when it includes a compilation (the one-time first compile), else None."""
+    if len(profile.steps) < 2:
+        return None
+    first = profile.steps[0]
+    hit = any(e.start_ns < first.end_ns and e.start_ns + e.duration_ns > first.start_ns for e in compiles(profile))
+    return first if hit else None
+
+
+def loop_steps(profile: Profile) -> list:
+    """The profiled steps less a first step that includes compilation."""
+    first = warm_up_step(profile)
+    return [s for s in profile.steps if s is not first]
+
+
+
+
+_INDEXED = re.compile(r"^[A-Za-z][\w.]*?[_.]?\d+$")
+
+
+def indexed_scopes(profile: Profile, buffers) -> int:
+    """Distinct indexed module scopes (`block_0`, `Block_3`, `layers.2`) the buffers were produced in:
+    the layer count of an unrolled model, where JAX's op names carry the Flax module path."""
+    module = profile.modules.get(profile.step_module or "")
+    scopes = set()
+    for b in buffers:
+        ins = module.instructions.get(b.instruction) if module else None
+        if ins is None:
+            continue
+        for part in ins.op_name.split("/")[1:]:
+            if part.startswith(("jvp(", "transpose(", "jit(", "while", "body", "closed_call", "checkpoint")):
+                continue
+            if _INDEXED.match(part):
+                scopes.add(part)
+            break
+    return len(scopes)
+
+
+def layers_in(buffers, scanned: bool = False, profile: Optional[Profile] = None) -> int:
+    """How many layers the activations come from.
 
     A scan stacks them: most activation bytes share the leading dimension (the layer
-    count). Unrolled, each layer has its own buffers: the largest shape repeats per layer.
+    count; a rank-4 buffer or a known scan). Unrolled, the op names' indexed module scopes
+    (`block_0`, ...) count them where the trace has them; else the largest shape's repeats.
     """
-    big = [b for b in buffers if len(dims(b.shape)) >= 3]
+    if not scanned and profile is not None and indexed_scopes(profile, buffers) > 1:
+        return indexed_scopes(profile, buffers)
+    big = [b for b in buffers if len(dims(b.shape)) >= 2]
     if not big:
         return 1
     largest = max(big, key=lambda b: b.bytes)
     lead = dims(largest.shape)[0]
     stacked = sum(b.bytes for b in big if dims(b.shape)[0] == lead)
-    if lead > 1 and stacked >= 0.5 * sum(b.bytes for b in big) and len(dims(largest.shape)) >= 4:
+    if lead > 1 and stacked >= 0.5 * sum(b.bytes for b in big) and (scanned or len(dims(largest.shape)) >= 4):
         return lead
     return max(1, sum(1 for b in big if b.shape == largest.shape))
 

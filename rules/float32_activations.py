@@ -11,7 +11,11 @@ bfloat16 halves activation memory and, on GPUs and TPUs, runs matmuls on tensor 
 at several times the float32 rate (the tutorial: 20.6 GB / 2.1 s -> 14.6 GB / 1.1 s per step).
 Parameters and optimizer state stay float32 for stable updates. On the CPU backend the
 advice is different: most CPUs compute bfloat16 slower than float32 and XLA:CPU upcasts it,
-so there the rule only informs.
+so there the rule only informs and recommends no change.
+
+bfloat16 changes numerics, so, like every costly fix, it is a `warning` only under memory
+pressure (peak at least half of the device's capacity, or of `--device-memory` /
+`--memory-limit`) and otherwise `info` saying what the memory would buy.
 
 ## Example
 ```python
@@ -35,7 +39,9 @@ from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, pct
 
-from ._common import source_of, activations, bundled_config, dtype, is_attention_logits, requests_bfloat16, workload
+from advisor.remedies import Kind, Remedy, advice, buys, severity
+
+from ._common import activations, dtype, is_attention_logits, requests_bfloat16, source_of
 
 
 def _matmul_time(profile: Profile) -> tuple[float, float]:
@@ -67,9 +73,21 @@ def check(profile: Profile, min_share: float = 0.3, min_bytes: int = 4 * 1024 * 
     cpu = profile.backend == "cpu"
     largest = sorted(f32, key=lambda b: -b.bytes)[:5]
     saving = f32_bytes // 2
+    source = source_of(profile, largest)
+    remedy = Remedy(Kind.BFLOAT16)
+    sev = severity(profile, remedy, share, RULE.severity)
+    if cpu:   # bfloat16 is known not to help here: say so, recommend nothing
+        text, config, remedy = ("no change recommended on the CPU backend: XLA:CPU computes bfloat16 slower than "
+                                "float32 and keeps float32 buffers; on a GPU or TPU, bfloat16 compute would halve "
+                                "these activations"), {}, None
+    else:
+        text, config = advice(profile, remedy, "compute in bfloat16 (Flax: dtype=jnp.bfloat16 on the layers), "
+                                               "keeping parameters and optimizer state float32", source)
+        if sev == "info":
+            text += "; " + buys(profile, saving)
     yield Finding(
         rule=RULE.id,
-        severity="info" if cpu else RULE.severity,
+        severity=sev,
         title=f"float32 activations are {pct(share)} of peak memory ({mib(f32_bytes)})"
               + (f"; {pct(mm_f32 / mm_total)} of matmul time is float32" if mm_total else ""),
         evidence={
@@ -81,18 +99,19 @@ def check(profile: Profile, min_share: float = 0.3, min_bytes: int = 4 * 1024 * 
                         for b in largest],
         },
         recommendation=Recommendation(
-            text="compute in bfloat16 (Flax: dtype=jnp.bfloat16 on the layers), keeping parameters and optimizer "
-                 "state float32" + ("; on this CPU backend expect the memory saving only if XLA keeps bf16 buffers, "
-                                    "and slower matmuls: most CPUs compute bfloat16 slower than float32" if cpu else ""),
-            config={"model.dtype": "bfloat16"} if bundled_config(profile) and workload(profile) else {},
-            expected=Expected("peak_memory", saving, "bytes",
-                              f"up to {mib(saving)} less peak memory (half the float32 activations)"
-                              + ("" if cpu else ", and faster matmuls on tensor cores")),
-            cost="lower precision in activations (bfloat16 keeps float32's range, 8 bits of mantissa); "
+            text=text,
+            config=config,
+            remedy=remedy,
+            expected=Expected("peak_memory", 0 if cpu else saving, "bytes",
+                              "none on this backend" if cpu else
+                              f"up to {mib(saving)} less peak memory (half the float32 activations), "
+                              "and faster matmuls on tensor cores"),
+            cost="none: no change recommended" if cpu else
+                 "lower precision in activations (bfloat16 keeps float32's range, 8 bits of mantissa); "
                  "keep softmax/normalization statistics in float32",
         ),
         impact=share / 2,
-        source=source_of(profile, largest),
+        source=source,
     )
 
 

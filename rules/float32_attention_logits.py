@@ -34,9 +34,10 @@ from __future__ import annotations
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
+from advisor.remedies import Kind, Remedy, advice, buys, severity
 from advisor.units import mib, pct
 
-from ._common import source_of, activations, bundled_config, dtype, is_attention_logits, requests_bfloat16
+from ._common import activations, dtype, is_attention_logits, requests_bfloat16, source_of
 
 
 def check(profile: Profile, min_share: float = 0.1):
@@ -49,9 +50,17 @@ def check(profile: Profile, min_share: float = 0.1):
     if share < min_share:
         return
     largest = sorted(logits, key=lambda b: -b.bytes)[:5]
+    source = source_of(profile, largest)
+    remedy = Remedy(Kind.BFLOAT16, "attention_logits")
+    text, config = advice(profile, remedy, "use a fused attention (jax.nn.dot_product_attention with "
+                                           "implementation='cudnn' on GPU) that does not store the scores, or "
+                                           "compute the logits in bfloat16", source)
+    sev = severity(profile, remedy, share, RULE.severity)
+    if sev == "info":
+        text += "; " + buys(profile, total // 2)
     yield Finding(
         rule=RULE.id,
-        severity=RULE.severity,
+        severity=sev,
         title=f"float32 attention logits are {pct(share)} of peak memory ({mib(total)}), "
               f"largest {largest[0].shape}",
         evidence={
@@ -61,9 +70,9 @@ def check(profile: Profile, min_share: float = 0.1):
             "largest": [{"shape": b.shape, "bytes": b.bytes} for b in largest],
         },
         recommendation=Recommendation(
-            text="use a fused attention (jax.nn.dot_product_attention with implementation='cudnn' on GPU) that does "
-                 "not store the scores, or compute the logits in bfloat16",
-            config={"model.softmax_dtype": "bfloat16"} if bundled_config(profile) else {},
+            text=text,
+            config=config,
+            remedy=remedy,
             expected=Expected("peak_memory", total // 2, "bytes",
                               f"{mib(total // 2)} less peak memory with bfloat16 logits; up to {mib(total)} "
                               "with a fused attention"),
@@ -71,7 +80,7 @@ def check(profile: Profile, min_share: float = 0.1):
                  "a dependency on the cuDNN implementation and its supported shapes",
         ),
         impact=share,
-        source=source_of(profile, largest),
+        source=source,
     )
 
 

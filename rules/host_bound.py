@@ -27,6 +27,11 @@ for step in range(steps):
 Prepare and transfer the next batch while the current step runs (prefetch), and jit a
 larger piece of work when the steps are tiny.
 
+A first step that includes compilation (the one-time first compile, when the trace starts
+at the first call) is left out of the measurement; the run's notes say so. The idle time is
+blamed on "sync" only when the host waits for a device value inside the loop (in most steps),
+not for one wait at the end.
+
 ## Options
 - `min_idle_share` (default 0.2): fire when the device idles at least this share of step time.
 """
@@ -34,11 +39,11 @@ larger piece of work when the steps are tiny.
 from __future__ import annotations
 
 from advisor.findings import Expected, Finding, Recommendation
-from advisor.model import Profile
+from advisor.model import Profile, overlap_ns
 from advisor.rule import Rule
 from advisor.units import ms, pct
 
-from ._common import merge, steps_total_ns
+from ._common import loop_steps, merge, warm_up_step
 
 ADVICE = {
     "sync": ("the host waits for device values every step (converting, printing or blocking on results): "
@@ -51,27 +56,36 @@ ADVICE = {
 }
 
 
+def _in(spans, steps) -> float:
+    return sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in steps)
+
+
 def check(profile: Profile, min_idle_share: float = 0.2):
-    total = steps_total_ns(profile)
-    if not profile.steps or not profile.busy or total <= 0:
+    steps = loop_steps(profile)
+    total = sum(s.duration_ns for s in steps)
+    if not steps or not profile.busy or total <= 0:
         return
-    busy = profile.busy_in_steps_ns()
-    idle = total - busy
+    idle = total - _in(profile.busy, steps)
     share = idle / total
     if share < min_idle_share:
         return
     by_cause = {}
     for cause in ("sync", "transfer", "compile"):
-        spans = [(e.start_ns, e.start_ns + e.duration_ns) for e in profile.host_events if e.category == cause]
+        events = [e for e in profile.host_events if e.category == cause]
+        if cause == "sync":   # a wait inside the loop: in most steps, not one wait at the end
+            waited = [s for s in steps if any(e.start_ns < s.end_ns and e.start_ns + e.duration_ns > s.start_ns
+                                              for e in events)]
+            if len(waited) < max(1, len(steps) // 2):
+                events = []
+        spans = [(e.start_ns, e.start_ns + e.duration_ns) for e in events]
         if cause == "transfer":   # device copies the compute waits for (GPU memcpy engines)
             spans += [(t.start_ns, t.start_ns + t.duration_ns) for t in profile.transfers
                       if t.kind in ("H2D", "D2H") and profile.backend != "cpu"]
-        spans = merge(spans)
-        by_cause[cause] = profile.busy_in_steps_ns(spans)
+        by_cause[cause] = _in(merge(spans), steps)
     cause = max(by_cause, key=by_cause.get)
     if by_cause[cause] < 0.05 * idle:
         cause = "dispatch"
-    per_step_idle = idle / len(profile.steps)
+    per_step_idle = idle / len(steps)
     yield Finding(
         rule=RULE.id,
         severity=RULE.severity,
@@ -83,6 +97,7 @@ def check(profile: Profile, min_idle_share: float = 0.2):
             "step_time_total_ms": round(total / 1e6, 3),
             "host_time_in_steps_ms": {k: round(v / 1e6, 3) for k, v in by_cause.items()},
             "likely_cause": cause,
+            "steps_measured": len(steps),
         },
         recommendation=Recommendation(
             text=ADVICE[cause],
@@ -94,6 +109,13 @@ def check(profile: Profile, min_idle_share: float = 0.2):
     )
 
 
+def notes(profile: Profile) -> list[str]:
+    if warm_up_step(profile) is None:
+        return []
+    return ["the first profiled step includes compilation (a warm-up): host-bound leaves it out of the "
+            "idle-time measurement"]
+
+
 RULE = Rule(
     id="host-bound",
     severity="warning",
@@ -101,4 +123,5 @@ RULE = Rule(
     summary="the device sits idle inside steps waiting on the host (sync, transfers, dispatch)",
     check=check,
     doc=__doc__,
+    notes=notes,
 )

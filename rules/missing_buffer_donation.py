@@ -24,9 +24,11 @@ train_step = jax.jit(train_step, donate_argnames=("state", "metrics"))
 ```
 Donated arguments are invalid after the call: do not reuse the old `state`.
 
+Donation is free at run time, so it is reported whenever it frees a material number of bytes:
+a `warning` when that is at least 10% of peak memory and 16 MiB, `info` below.
+
 ## Options
-- `min_share` (default 0.1): fire when the donatable bytes are at least this share of peak memory,
-- `min_bytes` (default 1 MiB): and at least this many.
+- `min_bytes` (default 4 MiB): fire when the donatable bytes are at least this many.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, pct
 
-from ._common import bundled_config
+from advisor.remedies import Kind, Remedy, advice, severity
 
 
-def check(profile: Profile, min_share: float = 0.1, min_bytes: int = 1024 * 1024):
+def check(profile: Profile, min_bytes: int = 4 * 1024 * 1024):
     memory, module = profile.memory, profile.modules.get(profile.step_module or "")
     if memory is None or module is None or module.aliased_parameters or memory.peak_bytes <= 0:
         return
@@ -47,12 +49,15 @@ def check(profile: Profile, min_share: float = 0.1, min_bytes: int = 1024 * 1024
     state = {n: b for n, b in module.parameter_bytes.items() if n in module.updated_parameters}
     donatable = sum(state.values())
     share = donatable / memory.peak_bytes
-    if share < min_share or donatable < min_bytes:
+    if donatable < min_bytes:
         return
+    remedy = Remedy(Kind.DONATE, "state")
+    text, config = advice(profile, remedy, "donate the train state (and metrics) to the jitted step: "
+                                           "jax.jit(step, donate_argnames=(\"state\", \"metrics\"))")
     biggest = sorted(state.items(), key=lambda kv: -kv[1])[:5]
     yield Finding(
         rule=RULE.id,
-        severity=RULE.severity,
+        severity=severity(profile, remedy, share, RULE.severity, donatable),
         title=f"no input is donated: {mib(donatable)} of state ({pct(share)} of peak memory) is held twice",
         evidence={
             "donatable_bytes": donatable,
@@ -66,9 +71,9 @@ def check(profile: Profile, min_share: float = 0.1, min_bytes: int = 1024 * 1024
             "module": module.key,
         },
         recommendation=Recommendation(
-            text="donate the train state (and metrics) to the jitted step: "
-                 "jax.jit(step, donate_argnames=(\"state\", \"metrics\"))",
-            config={"train.donate": True} if bundled_config(profile) else {},
+            text=text,
+            config=config,
+            remedy=remedy,
             expected=Expected("peak_memory", donatable, "bytes",
                               f"up to {mib(donatable)} less device memory: the old state is reused for the new"),
             cost="none at run time; the donated arguments cannot be used after the call",

@@ -35,6 +35,7 @@ import collections
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
+from advisor.remedies import Kind, Remedy, advice
 from advisor.units import mib, pct
 
 from ._common import activations, bundled_config, kept_by_remat, workload
@@ -81,6 +82,8 @@ def check(profile: Profile, max_saving_share: float = 0.1):
     if share >= max_saving_share:
         return
     scope, kids = next(iter(scopes.items()), ("block", ["mlp", "attn"]))
+    remedy = Remedy(Kind.REMAT, "sub_blocks")
+    text, change = advice(profile, remedy, f"remat the sub-blocks ({', '.join(kids)}) instead of the whole {scope}")
     yield Finding(
         rule=RULE.id,
         severity=RULE.severity,
@@ -95,8 +98,9 @@ def check(profile: Profile, max_saving_share: float = 0.1):
             "share_of_peak": round(share, 4),
         },
         recommendation=Recommendation(
-            text=f"remat the sub-blocks ({', '.join(kids)}) instead of the whole {scope}",
-            config={"model.remat": ["MLP", "Attn"]} if workload(profile) == "transformer" else {},
+            text=text,
+            config=change,
+            remedy=remedy,
             expected=Expected("step_time", None, "ms",
                               "less recompute scheduling overhead (the tutorial: 0.96 s -> 0.91 s per step); "
                               "run-workload --verify measures it here"),

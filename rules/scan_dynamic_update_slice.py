@@ -19,6 +19,11 @@ x, _ = nn.scan(lambda m, c, _: (m(c), None), variable_axes={"params": 0},
                split_rngs={"params": True}, length=num_layers)(Block(), x, ())
 ```
 
+Stacked weight gradients (the backward loop writes each layer's parameter gradient into a
+`[num_layers, ...]` buffer shaped like the stacked parameters) are not activations and are
+left out: unrolling or remat would not remove them. When the blocks are already rematted
+inside the scan, the rule does not advise remat again.
+
 ## Use instead
 Unroll shallow models (`scan_layers=False`: a Python loop over layers), or remat the blocks
 inside the scan (`nn.remat(Block)`), which stacks only each block's input. Unrolling costs
@@ -34,9 +39,11 @@ from __future__ import annotations
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import mib, ms, pct
+from advisor.units import ms, pct
 
-from ._common import bundled_config, per_step
+from advisor.remedies import Kind, Remedy, advice, severity
+
+from ._common import bundled_config, parameter_shapes, per_step
 
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies
 
@@ -47,7 +54,9 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
     if module is None or total <= 0:
         return
     ops = [(op, profile.instruction(op)) for op in profile.ops if op.module == module]
-    dus = [(op, ins) for op, ins in ops if ins and ins.in_loop_body and ins.does("dynamic-update-slice")]
+    weights = parameter_shapes(profile)   # stacked weight gradients are shaped like the stacked parameters
+    dus = [(op, ins) for op, ins in ops if ins and ins.in_loop_body and ins.does("dynamic-update-slice")
+           and ins.shape not in weights]
     if not dus:
         return
     # The stacked buffers are what the loop's dynamic-update-slices write; outside the loop
@@ -69,18 +78,25 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
     per_step_ns = per_step(profile, dus_ns + fill_ns)
     config = bundled_config(profile)
     layers = (config or {}).get("model", {}).get("num_layers")
-    rematted = bool((config or {}).get("model", {}).get("remat"))
+    rematted = profile.modules[module].has_remat or bool((config or {}).get("model", {}).get("remat"))
     if layers is not None and layers > UNROLL_MAX_LAYERS and not rematted:
-        change, text = {"model.remat": ["MLP", "Attn"]}, (
+        remedy, text = Remedy(Kind.REMAT, "blocks"), (
             f"remat the blocks inside the scan (remat=MLP,Attn): {layers} layers are too many to unroll cheaply")
+    elif rematted:
+        remedy, text = Remedy(Kind.UNROLL_LAYERS), (
+            "unroll the layers (scan_layers=False) for a shallow model; the blocks are already rematted, so what "
+            "is stacked is each block's input")
     else:
-        change, text = {"model.scan_layers": False}, (
+        remedy, text = Remedy(Kind.UNROLL_LAYERS), (
             "unroll the layers (scan_layers=False) for a shallow model, or remat the blocks inside the scan "
             "(remat=MLP,Attn) so only each block's input is stacked")
     source = next((str(ins.source) for _, ins in dus if ins.source), None)
+    text, change = advice(profile, remedy, text, source)
+    if remedy.kind is Kind.UNROLL_LAYERS and not rematted and not config:
+        text += "; or remat the blocks inside the scan (Linen `nn.scan(nn.remat(Block))`, NNX `nnx.remat`)"
     yield Finding(
         rule=RULE.id,
-        severity=RULE.severity,
+        severity=severity(profile, remedy, share, RULE.severity),
         title=f"scan stacking copies take {pct(share)} of op time ({ms(per_step_ns)} per step): "
               f"dynamic-update-slice into stacked per-layer buffers",
         evidence={
@@ -96,11 +112,12 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
         },
         recommendation=Recommendation(
             text=text,
-            config=change if config and "scan_layers" in config.get("model", {}) else {},
+            config=change,
+            remedy=remedy,
             expected=Expected("step_time", round(per_step_ns / 1e6, 3), "ms",
                               f"up to {ms(per_step_ns)} per step, the measured time of the stacking copies"),
-            cost=("unrolling: compile time grows with the layer count, and the HLO is larger; "
-                  "remat: the blocks' forward runs again in the backward pass"),
+            cost=("compile time grows with the layer count, and the HLO is larger" if remedy.kind is Kind.UNROLL_LAYERS
+                  else "the blocks' forward runs again in the backward pass (more step time)"),
         ),
         impact=share,
         source=source,

@@ -38,7 +38,8 @@ from typing import Optional
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import mib, pct
+from advisor.remedies import Kind, Remedy, advice
+from advisor.units import mib
 
 from ._common import activations, bundled_config
 
@@ -57,6 +58,9 @@ def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] =
     budget = capacity * (1 - margin)
     if full_batch_peak > budget:
         return
+    remedy = Remedy(Kind.FEWER_MINIBATCHES, value=1)
+    text, change = advice(profile, remedy, "use fewer minibatches (1 if it fits): one large forward/backward pass "
+                                           f"instead of {n} small ones")
     yield Finding(
         rule=RULE.id,
         severity=RULE.severity,
@@ -71,9 +75,9 @@ def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] =
             "estimated_share_of_capacity": round(full_batch_peak / capacity, 4),
         },
         recommendation=Recommendation(
-            text="use fewer minibatches (1 if it fits): one large forward/backward pass instead of "
-                 f"{n} small ones",
-            config={"optimizer.num_minibatches": 1} if config else {},
+            text=text,
+            config=change,
+            remedy=remedy,
             expected=Expected("step_time", None, "ms",
                               "faster steps (no per-minibatch loop); one trace cannot measure how much: "
                               "run-workload --verify measures it"),

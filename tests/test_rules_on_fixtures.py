@@ -104,3 +104,63 @@ def test_grad_accumulation_fires_when_a_capacity_shows_the_batch_fits():
         analyze_json(FIXTURES / "transformer_accumulate", "--device-memory", "40MiB"))
     assert "unneeded-grad-accumulation" not in rule_ids(
         analyze_json(FIXTURES / "transformer_remat", "--device-memory", "1GiB"))
+
+
+# The corrected rules on the corpus of user-style programs (tests/corpus/, traces in fixtures/corpus/),
+# analyzed in-process once per module. The verdict matrix itself is tests/test_corpus.py's; these check
+# the evidence behind the corrections.
+CORPUS = ("scan16_no_checkpoint", "scan16_checkpoint", "linen_loop_2d_bigbatch", "sync_every_step",
+          "never_syncs", "pmap_warm", "small_cnn_plenty_memory")
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    from advisor.engine import analyze_path
+    return {name: analyze_path(FIXTURES / "corpus" / name)[-1] for name in CORPUS}
+
+
+def found(analysis, rule):
+    return [f for f in analysis.findings if f.rule == rule]
+
+
+def test_missing_remat_on_a_scan_estimates_what_checkpointing_measured(corpus):
+    (f,) = found(corpus["scan16_no_checkpoint"], "missing-remat")
+    assert f.evidence["layers"] == "scan"
+    before = corpus["scan16_no_checkpoint"].profile.memory.peak_bytes
+    after = corpus["scan16_checkpoint"].profile.memory.peak_bytes    # the same program with jax.checkpoint
+    measured = before - after
+    assert abs(f.recommendation.expected.saving - measured) <= 0.2 * measured
+    assert f.severity == "info"    # no memory pressure on this host: remat is not worth its step time
+    assert "nn.remat" in f.recommendation.text and f.recommendation.config == {}
+    assert not found(corpus["scan16_checkpoint"], "missing-remat")
+
+
+def test_missing_remat_counts_2d_activations(corpus):
+    (f,) = found(corpus["linen_loop_2d_bigbatch"], "missing-remat")
+    assert all(len(a["shape"].split(",")) == 2 for a in f.evidence["largest_activations"])
+    assert f.evidence["layers"] == "unrolled" and f.recommendation.remedy.target == "scanned_blocks"
+
+
+def test_scan_stacking_leaves_out_weight_gradients_and_what_is_already_done(corpus):
+    assert not found(corpus["scan16_checkpoint"], "scan-dynamic-update-slice")
+    (f,) = found(corpus["scan16_no_checkpoint"], "scan-dynamic-update-slice") or [None]
+    if f is not None:   # timing decides whether it fires; when it does, its buffers are activations
+        assert "f32[16,256,1024]" not in f.evidence["stacked_buffer_shapes"]
+
+
+def test_host_bound_needs_a_wait_inside_the_loop(corpus):
+    (f,) = found(corpus["sync_every_step"], "host-bound")
+    assert f.evidence["likely_cause"] == "sync"
+    assert not found(corpus["never_syncs"], "host-bound")
+
+
+def test_first_compiles_are_a_warm_up_note_not_a_recompilation(corpus):
+    for name in ("never_syncs", "pmap_warm"):   # each compiles once inside its first profiled step
+        assert not found(corpus[name], "recompilation")
+        assert not found(corpus[name], "host-bound")
+        assert any("counted as a warm-up" in n for n in corpus[name].profile.notes)
+
+
+def test_costly_fix_without_memory_pressure_is_info(corpus):
+    (f,) = found(corpus["small_cnn_plenty_memory"], "missing-remat")
+    assert f.severity == "info" and "no memory pressure" in f.recommendation.text

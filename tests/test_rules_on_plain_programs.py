@@ -82,8 +82,12 @@ def test_host_side_rules(traces, program, expected):
 def test_recompilation_names_the_function_and_its_compile_time(traces):
     doc = analyze_json(traces["recompile"])
     (f,) = [f for f in doc["runs"][0]["findings"] if f["rule"] == "recompilation"]
-    assert f["evidence"]["functions_compiled_more_than_once"].get("jit_fit", 0) >= 4
+    # the step, not the slicing helper it calls, with what changed between its programs
+    assert f["evidence"]["recompiled_function"] == "jit_fit"
+    assert len(f["evidence"]["programs"]) >= 4
+    assert any(c.startswith("x:") for c in f["evidence"]["changed"])
     assert f["evidence"]["compile_time_ms"] > 0
+    assert f["source"].split(":")[0].endswith("plain_programs.py")
 
 
 def test_host_bound_names_the_cause(traces):

@@ -25,6 +25,11 @@ def get(name: str):
     return _module(name)
 
 
+def remedy_config(name: str, remedy, config: dict) -> dict:
+    """The config change that applies `remedy` (an advisor.remedies.Remedy) to this workload; {} if none."""
+    return _module(name).remedy_config(remedy, config)
+
+
 def resolve(name: str, preset: str, overrides) -> dict:
     module = _module(name)
     resolved = config.resolve(module.SCHEMA, module.PRESETS, preset, overrides)

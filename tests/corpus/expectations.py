@@ -1,0 +1,209 @@
+"""What an expert would say about each corpus program, rule by rule, and why.
+
+Each case: `about` (the program in one line), `devices` (simulated CPU devices it needs) and
+`mentions` (optional): rule id -> text its finding must name (title or source), and
+`expect`: rule id -> (verdict, reason), where the verdict is
+- "fire": the rule must report it (any severity),
+- "silent": the rule must not report anything,
+- "at most info" / "at most warning": it may stay silent or report at no higher severity.
+A rule a case does not name is held to DEFAULT. Verdicts are judged on the program as an
+expert reads it, not on what advisor says today.
+"""
+
+from __future__ import annotations
+
+SEVERITIES = ("info", "warning", "error")
+
+RULES = ("scan-dynamic-update-slice", "missing-remat", "missing-buffer-donation", "float32-activations",
+         "float32-attention-logits", "unneeded-grad-accumulation", "recompilation", "host-bound",
+         "host-device-transfer", "remat-too-broad")
+
+DEFAULT = {rule: ("silent", "the program has no such problem") for rule in RULES}
+DEFAULT["float32-activations"] = (
+    "at most info", "CPU backend: bfloat16 is no faster and saves no memory here, so nothing stronger than a note")
+
+FIRST_COMPILE = "the compiles in the window are each function's one-time first compile (init included)"
+TINY_STATE = "the undonated state is well under 10 MiB: donation would save nothing that matters"
+ONE_COMPILE_AT_START = "the one compile in the window lands in the first profiled step and never repeats"
+NO_PRESSURE = "memory is plentiful on this host; remat would cost step time for memory nobody is short of"
+
+CASES: dict[str, dict] = {
+    "linen_cnn_first_call": {
+        "about": "Flax Linen CNN + Adam, traced from the first call (init and compile inside), no annotations",
+        "expect": {
+            "recompilation": ("silent", FIRST_COMPILE),
+            "host-bound": ("silent", "the first step's compile is not host overhead and the loop never syncs"),
+            "missing-remat": ("at most info", NO_PRESSURE),
+            "missing-buffer-donation": ("at most info", TINY_STATE),
+        },
+    },
+    "pmap_first_call": {
+        "about": "pmap data-parallel MLP + SGD on 8 devices, traced from the first call",
+        "devices": 8,
+        "expect": {
+            "recompilation": ("silent", "step 0 compiles the pmapped step (and its slicing helpers) once"),
+            "host-bound": ("silent", "the first step's compile is excluded and the loop never syncs"),
+            "missing-buffer-donation": ("at most info", TINY_STATE),
+        },
+    },
+    "recompile_batch_size": {
+        "about": "plain JAX MLP + SGD momentum whose batch size changes every step (warm, annotated)",
+        "mentions": {"recompilation": "train_step"},
+        "expect": {
+            "recompilation": ("fire", "train_step is compiled again on every step for a new batch shape"),
+            "host-bound": ("at most warning", "the device does idle while the host compiles; naming it again is tolerable"),
+            "missing-buffer-donation": ("at most info", TINY_STATE),
+        },
+    },
+    "scan16_no_checkpoint": {
+        "about": "plain JAX lax.scan over 16 stacked layers, no checkpointing, Adam, donated",
+        "expect": {
+            "missing-remat": ("fire", "stacked activations are ~37% of peak; jax.checkpoint measured 206 -> 144 MiB"),
+            "scan-dynamic-update-slice": ("at most warning", "the stacking copies are real; whether they cost enough time is a judgement"),
+        },
+    },
+    "scan16_checkpoint": {
+        "about": "the same 16-layer lax.scan with jax.checkpoint around each layer",
+        "expect": {
+            "missing-remat": ("silent", "every layer is already checkpointed"),
+            "scan-dynamic-update-slice": ("silent", "remat inside the scan is already done; the stacked buffers left are weight gradients"),
+        },
+    },
+    "linen_loop_2d_bigbatch": {
+        "about": "Flax Linen residual MLP blocks in a Python loop, 2-D activations, batch 4096, SGD momentum",
+        "expect": {
+            "missing-remat": ("fire", "2-D activations of 6 blocks at batch 4096 are most of peak memory"),
+        },
+    },
+    "small_cnn_plenty_memory": {
+        "about": "small Flax Linen CNN + SGD momentum, donated, warm, annotated",
+        "expect": {
+            "missing-remat": ("at most info", NO_PRESSURE),
+        },
+    },
+    "sync_every_step": {
+        "about": "tiny plain-JAX loop (sub-ms steps) that prints float(loss) and pulls the weights to NumPy every step",
+        "expect": {
+            "host-bound": ("fire", "the host blocks on the device every step; the step is tiny so the wait is a large share"),
+            "recompilation": ("silent", ONE_COMPILE_AT_START),
+            "missing-buffer-donation": ("at most info", TINY_STATE),
+            "host-device-transfer": ("at most info", "the per-step device-to-host fetch is small; the sync is the problem"),
+        },
+    },
+    "never_syncs": {
+        "about": "the same small loop keeping losses on device, printing once after the loop",
+        "expect": {
+            "host-bound": ("silent", "nothing in the loop waits on the device"),
+            "recompilation": ("silent", ONE_COMPILE_AT_START),
+            "missing-buffer-donation": ("at most info", TINY_STATE),
+        },
+    },
+    "no_donation_large_state": {
+        "about": "plain JAX MLP with 3x 1024x1024 weights + Adam, small batch, jitted without donation",
+        "expect": {
+            "missing-buffer-donation": ("fire", "params + Adam moments (~36 MiB) are held twice at the peak"),
+        },
+    },
+    "donated_large_state": {
+        "about": "the same large-state Adam MLP with donate_argnums=(0, 1)",
+        "expect": {},
+    },
+    "clean_mlp": {
+        "about": "well-written small MLP classifier + AdamW: jitted, donated, warm, annotated, no syncs",
+        "expect": {"float32-activations": ("silent", "activations are a negligible share of memory")},
+    },
+    "nnx_mlp_adamw": {
+        "about": "Flax NNX MLP (batch 4096), nnx.Optimizer(AdamW), nnx.jit, warm, annotated",
+        "expect": {
+            "missing-buffer-donation": ("at most info", TINY_STATE),
+            "missing-remat": ("at most info", NO_PRESSURE),
+            "host-bound": ("silent", "nnx.jit's per-call Python overhead is small next to a ~300 ms step"),
+        },
+    },
+    "nnx_cnn_first_call": {
+        "about": "Flax NNX CNN + SGD, traced from the first call (construction and compile inside), no annotations",
+        "expect": {
+            "recompilation": ("silent", FIRST_COMPILE),
+            "host-bound": ("silent", "the first step's compile is not host overhead and the loop never syncs"),
+            "missing-remat": ("at most info", NO_PRESSURE),
+            "missing-buffer-donation": ("at most info", TINY_STATE),
+        },
+    },
+    "linen_transformer_scan": {
+        "about": "small Flax Linen Transformer LM, 8 blocks under nn.scan, no remat, AdamW, donated",
+        "expect": {
+            "missing-remat": ("fire", "per-block activations (float32 attention scores and MLP hiddens) dominate peak memory"),
+            "scan-dynamic-update-slice": ("at most warning", "the stacking copies are real; whether they cost enough time is a judgement"),
+        },
+    },
+    "linen_transformer_scan_remat": {
+        "about": "the same Transformer with nn.remat(Block) inside nn.scan",
+        "expect": {
+            "missing-remat": ("silent", "every block is already rematted"),
+            "scan-dynamic-update-slice": ("silent", "remat inside the scan is already done"),
+            "remat-too-broad": ("at most warning", "rematting the whole block is the common choice; finer remat is a judgement"),
+        },
+    },
+    "rnn_scan_time": {
+        "about": "plain JAX GRU over 32 time steps with lax.scan, Adam, donated, warm, annotated",
+        "expect": {
+            "scan-dynamic-update-slice": ("at most warning", "a scan over time, not layers: BPTT needs the stacked states, "
+                                          "but a tiny cell's per-iteration copies are real time and `unroll=` can help"),
+        },
+    },
+    "sharded_jit_warm": {
+        "about": "data-parallel MLP with sharded jit (NamedSharding, 8 devices), donated, warm, annotated",
+        "devices": 8,
+        "expect": {},
+    },
+    "sharded_jit_first_call": {
+        "about": "the same sharded-jit program traced from the first call, no annotations",
+        "devices": 8,
+        "expect": {
+            "recompilation": ("silent", FIRST_COMPILE),
+            "host-bound": ("silent", "the first step's compile is not host overhead and the loop never syncs"),
+        },
+    },
+    "pmap_warm": {
+        "about": "pmap data-parallel MLP + Adam on 8 devices, batch placed sharded once, donated, warm, annotated",
+        "devices": 8,
+        "expect": {"recompilation": ("silent", ONE_COMPILE_AT_START)},
+    },
+    "static_lr_recompile": {
+        "about": "plain JAX step with the learning rate as a static argument, decayed every step",
+        "mentions": {"recompilation": "sgd_step"},
+        "expect": {
+            "recompilation": ("fire", "each new static learning rate compiles sgd_step again, every step"),
+            "host-bound": ("at most warning", "the device does idle while the host compiles; naming it again is tolerable"),
+            "missing-buffer-donation": ("at most info", TINY_STATE),
+        },
+    },
+    "unannotated_clean": {
+        "about": "clean plain-JAX MLP + SGD, warm, donated, traced without step annotations",
+        "expect": {},
+    },
+    "linen_batchnorm_cnn": {
+        "about": "Flax Linen CNN with BatchNorm in a flax TrainState, SGD momentum, donated, warm, annotated",
+        "expect": {"missing-remat": ("at most info", NO_PRESSURE)},
+    },
+    "numpy_loader_mlp": {
+        "about": "MNIST-style MLP + Adam fed small NumPy batches every step, donated, warm, annotated",
+        "expect": {
+            "host-device-transfer": ("at most info", "392 KiB per step is small next to a step of tens of ms"),
+        },
+    },
+}
+
+
+def expectation(case: str, rule: str) -> tuple[str, str]:
+    return CASES[case]["expect"].get(rule, DEFAULT[rule])
+
+
+def satisfied(verdict: str, severities: list[str]) -> bool:
+    """Whether the findings a rule reported (their severities) meet the verdict."""
+    if verdict == "fire":
+        return bool(severities)
+    if verdict == "silent":
+        return not severities
+    limit = verdict.removeprefix("at most ")
+    return all(SEVERITIES.index(s) <= SEVERITIES.index(limit) for s in severities)
