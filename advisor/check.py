@@ -13,6 +13,7 @@ from .compare import Comparison, Metrics, compare, metrics
 from .engine import Analysis
 from .errors import AdvisorError
 from .findings import SEVERITIES
+from .timing import PairedTiming, paired_verdict
 
 BASELINE_VERSION = 1
 
@@ -31,6 +32,7 @@ class CheckResult:
     checks: list[Check]
     comparison: Optional[Comparison]
     analysis: Analysis
+    evidence: Optional["StepTimeEvidence"] = None
 
     @property
     def passed(self) -> bool:
@@ -41,8 +43,21 @@ class CheckResult:
             "passed": self.passed,
             "checks": [dataclasses.asdict(c) for c in self.checks],
             "comparison": self.comparison.to_json() if self.comparison else None,
+            "step_time": _evidence_json(self.evidence),
             "run": self.analysis.to_json(),
         }
+
+
+def _evidence_json(e: Optional["StepTimeEvidence"]) -> Optional[dict]:
+    if e is None or (e.paired is None and not e.remeasured_ms):
+        return None
+    out: dict[str, Any] = {"method": "interleaved" if e.paired else "recorded", "base": e.base_label or None}
+    if e.paired is not None:
+        out.update(rounds_ms={"base": e.paired.base, "new": e.paired.new},
+                   ratios=[round(r, 4) for r in e.paired.ratios()])
+    if e.remeasured_ms:
+        out["remeasured_median_ms"] = e.remeasured_ms
+    return out
 
 
 def save_baseline(path: Path, analysis: Analysis, workload: Optional[dict] = None) -> None:
@@ -61,18 +76,39 @@ def save_baseline(path: Path, analysis: Analysis, workload: Optional[dict] = Non
 
 
 def read_baseline(path: Path) -> Metrics:
+    return read_baseline_doc(path)[0]
+
+
+def read_baseline_doc(path: Path) -> tuple[Metrics, Optional[dict]]:
+    """The baseline's metrics, and the workload it ran ({"name", "preset", "overrides"}) when it
+    recorded one: a baseline of a --workload check can be run again beside the candidate."""
     if not path.is_file():
         raise AdvisorError(f"{path}: no such baseline; create it with `advisor check ... --write-baseline {path}`")
     try:
         doc = json.loads(path.read_text())
-        return Metrics.from_json(doc["metrics"])
-    except (ValueError, KeyError, TypeError) as err:
+        workload = doc.get("workload")
+        if workload is not None and not (isinstance(workload.get("name"), str)
+                                         and isinstance(workload.get("overrides", []), list)):
+            raise TypeError("its workload is not {name, preset, overrides}")
+        return Metrics.from_json(doc["metrics"]), workload
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise AdvisorError(f"{path}: not an advisor baseline ({type(err).__name__}: {err}); "
                            "write it again with --write-baseline") from None
 
 
+@dataclasses.dataclass
+class StepTimeEvidence:
+    """How step time was measured beyond the run's own trace."""
+    paired: Optional[PairedTiming] = None        # both sides timed interleaved in this job
+    base_label: str = ""                         # what the base side was ("baseline config", "--base-python X")
+    remeasured_ms: list[float] = dataclasses.field(default_factory=list)  # more medians of the candidate
+    load: Optional[float] = None                 # 1-minute load average per core while the check ran
+
+
 def run_check(analysis: Analysis, baseline: Optional[Metrics], fail_on: str,
-              max_step_time_regression: float, max_memory_regression: float, rule_ids: list[str]) -> CheckResult:
+              max_step_time_regression: float, max_memory_regression: float, rule_ids: list[str],
+              evidence: Optional[StepTimeEvidence] = None, strict_time: bool = False) -> CheckResult:
+    evidence = evidence or StepTimeEvidence()
     new = metrics(analysis)
     comparison = None
     if baseline is not None:
@@ -100,18 +136,56 @@ def run_check(analysis: Analysis, baseline: Optional[Metrics], fail_on: str,
         else:
             checks.append(Check(f"rule:{rule}", True, f"{worst.severity}: {worst.title} (also in the baseline)",
                                 "warning", worst.source))
+    if evidence.paired is not None:
+        checks.append(paired_time_check(evidence, max_step_time_regression))
+    elif comparison is not None:
+        checks.append(recorded_time_check(comparison, max_step_time_regression, evidence, strict_time))
     if comparison is not None:
-        checks.append(_step_time_check(comparison, max_step_time_regression))
         checks.append(_memory_check(comparison, max_memory_regression))
-    return CheckResult(checks=checks, comparison=comparison, analysis=analysis)
+    return CheckResult(checks=checks, comparison=comparison, analysis=analysis, evidence=evidence)
 
 
-def _step_time_check(c: Comparison, threshold: float) -> Check:
+def paired_time_check(evidence: StepTimeEvidence, threshold: float) -> Check:
+    """Both sides timed in this job, interleaved: judged on the paired per-round ratios."""
+    v = paired_verdict(evidence.paired, threshold)
+    if not v.judged:
+        return Check("budget:step-time", True, f"step time not judged: {v.why}", "warning")
+    base_ms = min(min(r) for r in evidence.paired.base)
+    new_ms = min(min(r) for r in evidence.paired.new)
+    text = (f"step time x{v.ratio:.3f} (90% band x{v.low:.3f}-x{v.high:.3f}) over {v.rounds} interleaved rounds "
+            f"against the {evidence.base_label}; fastest step {base_ms:.1f} ms -> {new_ms:.1f} ms; "
+            f"budget +{threshold:.0%}")
+    return Check("budget:step-time", not v.regressed, text)
+
+
+def recorded_time_check(c: Comparison, threshold: float, evidence: StepTimeEvidence, strict: bool) -> Check:
+    """Against step times recorded at another moment: a pass is a pass; a failure stands only
+    when the measurements are comparable, otherwise it is a warning (a failure with strict)."""
     if c.step_time_ratio is None:
-        return Check("budget:step-time", True, "step time unknown in one of the runs: not judged", "warning")
-    text = (f"step time {c.base.step_time_ms:.2f} ms -> {c.new.step_time_ms:.2f} ms (x{c.step_time_ratio:.3f}; "
-            f"budget +{threshold:.0%}, measured noise {c.noise:.0%})")
-    return Check("budget:step-time", not c.step_time_regressed(threshold), text)
+        return Check("budget:step-time", not strict, "step time unknown in one of the runs: not judged", "warning")
+    new_ms = min([c.new.step_time_ms, *evidence.remeasured_ms])
+    ratio = new_ms / c.base.step_time_ms
+    text = (f"step time {c.base.step_time_ms:.2f} ms -> {new_ms:.2f} ms (x{ratio:.3f}; budget +{threshold:.0%}, "
+            f"measured noise {c.noise:.0%}; against a baseline recorded at another moment)")
+    if ratio - 1 <= threshold + c.noise:
+        return Check("budget:step-time", True, text)
+    why = not_comparable(c.noise, [c.new.step_time_ms, *evidence.remeasured_ms], evidence.load, threshold)
+    if not why:
+        return Check("budget:step-time", False, text)
+    return Check("budget:step-time", not strict,
+                 f"step time not judged: the measurements are not comparable ({why}); {text}", "warning")
+
+
+def not_comparable(noise: float, medians: list[float], load: Optional[float], threshold: float) -> str:
+    """Why a slower step time against a recorded baseline may be the machine, not the code ('' if no reason)."""
+    reasons = []
+    if noise > threshold:
+        reasons.append(f"the steps of one run spread {noise:.0%}, more than the {threshold:.0%} budget")
+    if len(medians) > 1 and max(medians) / min(medians) - 1 > threshold:
+        reasons.append(f"{len(medians)} measurements of this run differ by {max(medians) / min(medians) - 1:.0%}")
+    if load is not None and load >= 0.5:
+        reasons.append(f"other processes kept the CPU busy (load {load:.2f} per core)")
+    return "; ".join(reasons)
 
 
 def _memory_check(c: Comparison, threshold: float) -> Check:

@@ -9,7 +9,12 @@ def render(result, console: Console) -> None:
     for c in result.checks:
         if c.passed and c.message == "no finding":
             continue
-        mark = "[green]pass[/green]" if c.passed else "[bold red]FAIL[/bold red]"
+        if not c.passed:
+            mark = "[bold red]FAIL[/bold red]"
+        elif c.level == "warning" and c.name.startswith("budget:"):
+            mark = "[yellow]WARN[/yellow]"   # passed, but not judged: say so
+        else:
+            mark = "[green]pass[/green]"
         where = f" ({c.source})" if c.source else ""
         console.print(f"{mark}  {c.name}: {c.message}{where}")
     quiet = sum(1 for c in result.checks if c.passed and c.message == "no finding")

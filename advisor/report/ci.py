@@ -87,7 +87,8 @@ def markdown(result) -> str:
     verdict = "passed" if result.passed else "FAILED"
     lines = [f"### advisor check {verdict}", "", "| check | result | details |", "| --- | --- | --- |"]
     for c in result.checks:
-        mark = "pass" if c.passed else "**fail**"
+        not_judged = c.level == "warning" and c.name.startswith("budget:")
+        mark = "**fail**" if not c.passed else "warn" if not_judged else "pass"
         lines.append(f"| `{c.name}` | {mark} | {c.message.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,218 @@
+"""Interleaved step-time measurement: two sides timed in the same job, judged on paired ratios.
+
+A busy neighbour on a shared CI runner slows whatever runs while it is busy. Timing the
+baseline side and the candidate side in turns (A B, B A, A B, ...), a few steps each, and
+judging the ratio of each round's pair, cancels load that slows both sides alike.
+
+Each side is a worker process (`python -m advisor.timing SPEC`, SPEC a JSON object with the
+workload, preset and overrides) that compiles the train step once, warms it up, then answers
+JSON-line requests on stdin, `{"steps": K}`, with `{"ms": [...]}`: the wall time of each step
+(dispatch to block_until_ready). The base side may run under another interpreter
+(`--base-python`): another checkout of the code, with advisor installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional, Sequence
+
+from .errors import AdvisorError
+
+WARMUP_STEPS = 2
+
+
+@dataclasses.dataclass
+class PairedTiming:
+    """Per-round step times (ms) of both sides; round i of `base` pairs with round i of `new`."""
+    base: list[list[float]]
+    new: list[list[float]]
+
+    def ratios(self) -> list[float]:
+        """Each round's fastest step, candidate over base: load only ever adds time, so a round's
+        minimum is its least disturbed step."""
+        return [min(n) / min(b) for b, n in zip(self.base, self.new)]
+
+
+@dataclasses.dataclass
+class TimeVerdict:
+    judged: bool            # False: the measurements could not support a verdict
+    regressed: bool
+    ratio: Optional[float]  # the point estimate: median of the paired ratios
+    low: Optional[float]    # bootstrap 90% band of that median
+    high: Optional[float]
+    rounds: int
+    why: str = ""           # when not judged, why
+
+
+def median_band(ratios: Sequence[float], samples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Bootstrap 90% band of the median of `ratios` (seeded: the same numbers give the same band)."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(samples))
+    return meds[int(0.05 * samples)], meds[int(0.95 * samples) - 1]
+
+
+def paired_verdict(timing: PairedTiming, budget: float, min_rounds: int = 3) -> TimeVerdict:
+    """Regressed when the median paired ratio exceeds 1 + budget: slower in most rounds, so one
+    disturbed round cannot fail it. The band is reported, and decides whether to measure more."""
+    ratios = timing.ratios()
+    if len(ratios) < min_rounds:
+        return TimeVerdict(False, False, None, None, None, len(ratios),
+                           f"{len(ratios)} paired rounds, at least {min_rounds} needed")
+    ratio = statistics.median(ratios)
+    low, high = median_band(ratios)
+    regressed = ratio > 1 + budget
+    return TimeVerdict(True, regressed, ratio, low, high, len(ratios))
+
+
+def needs_more_rounds(verdict: TimeVerdict, budget: float) -> bool:
+    """The band straddles the budget line: more rounds would tell."""
+    return verdict.judged and verdict.low is not None and verdict.low <= 1 + budget < verdict.high
+
+
+class Worker:
+    """One side: a child process holding a compiled, warmed-up train step. Started at once, so it
+    compiles while the parent does other work; the first request waits for it to be ready."""
+
+    def __init__(self, spec: dict, python: Optional[str] = None, label: str = ""):
+        self.label = label or spec.get("workload", "worker")
+        self.python = python or sys.executable
+        cmd = [self.python, "-m", "advisor.timing", json.dumps(spec)]
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        try:
+            # cwd outside any checkout: `-m` puts the cwd first on sys.path, and the base side must
+            # import its own advisor, not the one of the folder the check was started in.
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                         text=True, bufsize=1, cwd=tempfile.gettempdir())
+        except OSError as err:
+            raise AdvisorError(f"cannot start the {self.label} timing worker with {self.python}: "
+                               f"{err.strerror}") from None
+        self.ready: Optional[dict] = None
+
+    def _answer(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            self._stderr.seek(0)
+            err = [x for x in self._stderr.read().strip().splitlines() if x.strip()]
+            raise AdvisorError(f"the {self.label} timing worker ({self.python}) stopped: "
+                               f"{err[-1] if err else 'no message'}")
+        doc = json.loads(line)
+        if "error" in doc:
+            raise AdvisorError(f"the {self.label} timing worker ({self.python}) failed: {doc['error']}")
+        return doc
+
+    def wait_ready(self) -> dict:
+        if self.ready is None:
+            self.ready = self._answer()
+        return self.ready
+
+    def run(self, steps: int) -> list[float]:
+        self.wait_ready()
+        self.proc.stdin.write(json.dumps({"steps": steps}) + "\n")
+        self.proc.stdin.flush()
+        return self._answer()["ms"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self._stderr.close()
+
+
+def interleave(base: Worker, new: Worker, rounds: int, steps: int, timing: Optional[PairedTiming] = None
+               ) -> PairedTiming:
+    """`rounds` more paired rounds; the order alternates (AB, BA, ...) so a drift in load cancels too."""
+    timing = timing or PairedTiming([], [])
+    for i in range(rounds):
+        if (len(timing.base) + i) % 2 == 0:
+            b = base.run(steps)
+            n = new.run(steps)
+        else:
+            n = new.run(steps)
+            b = base.run(steps)
+        timing.base.append(b)
+        timing.new.append(n)
+    return timing
+
+
+def measure(base: Worker, new: Worker, budget: float, rounds: int = 8, steps: int = 2,
+            progress=lambda msg: None) -> PairedTiming:
+    """Time both sides interleaved; when the band straddles the budget, as many rounds again, once."""
+    base.wait_ready()
+    new.wait_ready()
+    progress(f"timing {rounds} interleaved rounds of {steps} steps (base, candidate)")
+    timing = interleave(base, new, rounds, steps)
+    verdict = paired_verdict(timing, budget)
+    if needs_more_rounds(verdict, budget):
+        progress(f"undecided (x{verdict.ratio:.3f}, band x{verdict.low:.3f}-x{verdict.high:.3f}): "
+                 f"{rounds} more rounds")
+        timing = interleave(base, new, rounds, steps, timing)
+    return timing
+
+
+def remeasure(spec: dict, repeats: int = 3, steps: int = 3) -> list[float]:
+    """Median step time (ms) of `repeats` more runs of `steps` steps, threaded as the profiled run was."""
+    worker = Worker({**spec, "single_thread": False}, label="re-measure")
+    try:
+        return [round(statistics.median(worker.run(steps)), 3) for _ in range(repeats)]
+    finally:
+        worker.close()
+
+
+def _serve(spec: dict) -> None:
+    import os
+
+    if spec.get("single_thread", True):
+        # One compute thread: with one core taken by a neighbour, a step split over two threads waits
+        # for the slower one; one thread runs whole on a free core, and both sides are timed alike.
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+                                   " intra_op_parallelism_threads=1").strip()
+    import jax
+
+    from advisor import workloads
+    from advisor.runner import compile_abstract
+    from advisor.workloads.train import zero_metrics
+
+    config = workloads.resolve(spec["workload"], spec.get("preset", "tiny"), spec.get("overrides", []))
+    built, compiled, minibatch = compile_abstract(spec["workload"], config)
+    state = built.init_state()
+    metrics = zero_metrics(built.loss_fn, state, minibatch)
+    for _ in range(WARMUP_STEPS):
+        state, metrics = compiled(state, metrics, built.batch)
+    jax.block_until_ready(metrics)
+    print(json.dumps({"ready": True, "backend": jax.devices()[0].platform}), flush=True)
+    for line in sys.stdin:
+        steps = int(json.loads(line)["steps"])
+        ms = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            state, metrics = compiled(state, metrics, built.batch)
+            jax.block_until_ready(metrics)
+            ms.append(round((time.perf_counter() - t0) * 1e3, 3))
+        print(json.dumps({"ms": ms}), flush=True)
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        spec = json.loads(argv[0])
+        _serve(spec)
+    except Exception as err:  # noqa: BLE001 - the parent shows it as one line
+        print(json.dumps({"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}),
+              flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
