@@ -1,3 +1,14 @@
-"""advisor: reads JAX/Flax profiler traces and says what is slow or heavy, and which change fixes it."""
+"""advisor: reads JAX/Flax profiler traces and says what is slow or heavy, and which change fixes it.
+
+    import advisor
+    report = advisor.analyze("logs/")                # Report: .runs, .to_json(), .save_html()
+    with advisor.trace("logs/") as t:                # profile your own loop; t.report on exit
+        with t.step(): ...
+    plan = advisor.preflight(step, state, batch)     # memory from shapes: .fits, .breakdown
+"""
 
 __version__ = "0.1.0"
+
+from .api import Plan, Report, Trace, analyze, preflight, trace  # noqa: E402  (api imports jax lazily)
+
+__all__ = ["analyze", "trace", "preflight", "Report", "Trace", "Plan", "__version__"]

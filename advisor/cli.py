@@ -1,7 +1,8 @@
 """advisor's command line.
 
 Exit codes: 0 the command ran (whatever it found); 2 bad input (a path, a trace, a config,
-a rule id): one line on stderr says what is wrong and what to do.
+a rule id): one line on stderr says what is wrong and what to do; 3 `analyze` read some runs
+but not others (see advisor/errors.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import click
 from rich.console import Console
 
 from . import __version__
-from .errors import EXIT_USAGE, AdvisorError
+from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -35,6 +36,8 @@ def user_errors(fn):
             return fn(*args, **kwargs)
         except (AdvisorError, ConfigError) as err:
             _fail(str(err))
+        except OSError as err:
+            _fail(os_error_line(err))
     return wrapper
 
 
@@ -52,7 +55,7 @@ def rule_options(fn):
 def resolve_rule_settings(select, ignore, option, device_memory):
     """Rules and thresholds from the project config, overridden by the command line."""
     from .engine import all_rules, select_rules
-    from .settings import parse_option_flags, parse_size, read_project_settings, validate_options
+    from .settings import parse_option_flags, parse_size_flag, read_project_settings, validate_options
 
     project = read_project_settings(Path.cwd())
     rules = select_rules(list(select) or project.select, list(ignore) or project.ignore)
@@ -60,13 +63,7 @@ def resolve_rule_settings(select, ignore, option, device_memory):
     options = validate_options(project.options, by_id)
     for rule_id, opts in validate_options(parse_option_flags(option), by_id).items():
         options.setdefault(rule_id, {}).update(opts)
-    capacity = None
-    if device_memory:
-        try:
-            capacity = int(parse_size(device_memory))
-        except ValueError:
-            raise AdvisorError(f"--device-memory expects a size like 24GB or 16GiB, got {device_memory!r}") from None
-    return rules, options, capacity
+    return rules, options, parse_size_flag(device_memory, "--device-memory")
 
 
 def _progress(enabled: bool):
@@ -82,27 +79,37 @@ def main():
 
     \b
     Exit codes: 0 the command ran, whatever it found; 1 `advisor check` failed;
-    2 bad input (one line on stderr says why).
+    2 bad input (one line on stderr says why); 3 `analyze` of many runs: some could
+    not be read (the others are reported, the unreadable ones listed with why).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 @main.command()
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @rule_options
 @user_errors
-def analyze(path, fmt, select, ignore, option, device_memory):
+def analyze(path, fmt, output, select, ignore, option, device_memory):
     """Diagnose existing traces: a logdir, a run folder or one .xplane.pb.
 
-    Reads only: nothing is written into PATH. A folder holding many runs gives one analysis per run.
+    Reads only: nothing is written into PATH. A folder holding many runs gives one analysis per run;
+    a run that cannot be read is listed with why, and the exit code is 3 (the others are reported).
     Rule selection and thresholds also come from [tool.advisor] in ./pyproject.toml or [advisor] in ./setup.cfg.
     """
-    from .engine import analyze_path
+    from .api import analyze as analyze_api
 
+    _check_output(fmt, output)
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
-    analyses = analyze_path(path, rules, options, progress=_progress(sys.stderr.isatty()), device_memory=capacity)
-    _print(analyses, fmt, str(path))
+    report = analyze_api(path, [r.id for r in rules], options=options, device_memory=capacity,
+                         progress=_progress(sys.stderr.isatty()))
+    _emit(report, fmt, output)
+    failed = report.failed
+    if failed:
+        for f in failed:
+            _err.print(f"advisor: not analyzed: {f.reason}", markup=False)
+        sys.exit(EXIT_SOME_RUNS_FAILED)
 
 
 @main.command("run-workload")
@@ -113,14 +120,15 @@ def analyze(path, fmt, select, ignore, option, device_memory):
 @click.option("--steps", type=int, default=None, help="Profiled steps (default: the preset's train.steps).")
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True,
               help="Where the trace is written (TensorBoard logdir layout).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @click.option("--verify", is_flag=True,
               help="Apply each recommended config change alone, re-run, and report the measured gain.")
 @click.option("--memory-limit", metavar="SIZE",
               help="Plan for this much device memory (e.g. 24GB): the pre-flight check uses it as the capacity.")
 @rule_options
 @user_errors
-def run_workload(name, preset, overrides, steps, logdir, fmt, verify, memory_limit, select, ignore, option,
+def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, memory_limit, select, ignore, option,
                  device_memory):
     """Profile a bundled workload (transformer or mlp), then diagnose it.
 
@@ -131,22 +139,18 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, verify, memory_lim
     from advisor import workloads
 
     from .runner import OutOfMemory, profile_workload
-    from .settings import parse_size
+    from .settings import parse_size_flag
 
+    _check_output(fmt, output)
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
-    limit = None
-    if memory_limit:
-        try:
-            limit = int(parse_size(memory_limit))
-        except ValueError:
-            raise AdvisorError(f"--memory-limit expects a size like 24GB or 512MiB, got {memory_limit!r}") from None
+    limit = parse_size_flag(memory_limit, "--memory-limit")
     items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
     config = workloads.resolve(name, preset, items)
     progress = _progress(True)
     try:
         run_dir = profile_workload(name, preset, config, logdir, progress, limit)
     except OutOfMemory as err:
-        _report_oom(name, preset, items, err, fmt, progress)
+        _report_oom(name, preset, items, err, "json" if fmt == "html" else fmt, progress)
         return
     progress(f"trace written to {run_dir}")
     from .engine import analyze_path
@@ -156,7 +160,8 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, verify, memory_lim
     if verify:
         from .verify import verify as verify_findings
         verify_findings(name, preset, items, analyses[0], logdir, progress, limit)
-    _print(analyses, fmt, str(run_dir))
+    from .api import Report
+    _emit(Report(analyses, [], str(run_dir), "run-workload"), fmt, output)
 
 
 def _report_oom(name, preset, items, err, fmt, progress) -> None:
@@ -172,28 +177,36 @@ def _report_oom(name, preset, items, err, fmt, progress) -> None:
                        "peak_memory_source": "compiled memory analysis (not run)",
                        "device_capacity_bytes": err.capacity, "modules": 0,
                        "run": {"workload": name, "preset": preset}},
-           "findings": [finding.to_json()], "notes": [f"not run: {finding.title}"]}
-    _print_docs([doc], fmt, f"{name} ({preset})")
+           "findings": [finding.to_json()], "notes": [f"not run: {finding.title}"], "warnings": []}
+    _print_docs([doc], fmt, f"{name} ({preset})", "run-workload")
 
 
 @main.command("compare")
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @user_errors
-def compare_cmd(base, new, fmt):
+def compare_cmd(base, new, fmt, output):
     """Compare two runs (or two folders of runs, matched by name): step time with its measured
     spread, peak memory, op time by category, findings added and removed."""
     from .compare import compare, match_runs, metrics
     from .engine import analyze_path
 
+    _check_output(fmt, output)
     pairs = match_runs(analyze_path(base), analyze_path(new), base, new)
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
                            "or two folders that hold runs in same-named subfolders")
     results = [(name, compare(metrics(b), metrics(n))) for name, b, n in pairs]
-    if fmt == "json":
-        click.echo(json.dumps({"pairs": [{"name": name, **c.to_json()} for name, c in results]}, indent=2))
+    if fmt == "html":
+        from .report.html import render_compare
+        _write(output, render_compare(results, str(base), str(new)))
+    elif fmt == "json":
+        from .report.json_report import dumps, envelope
+        warnings = [f"{a.profile.path}: {w}" for _, b, n in pairs for a in (b, n) for w in a.profile.warnings]
+        click.echo(dumps(envelope("compare", [base, new],
+                                  {"pairs": [{"name": name, **c.to_json()} for name, c in results]}, warnings)))
     else:
         from .report.compare_text import render
         render(results, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
@@ -211,71 +224,136 @@ def compare_cmd(base, new, fmt):
 @click.option("--write-baseline", type=click.Path(path_type=Path), help="Create or update this baseline file.")
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error", show_default=True,
               help="Fail on findings of at least this severity.")
-@click.option("--max-step-time-regression", default="25%", show_default=True,
-              help="Fail when the median step time grows by more than this beyond the measured noise.")
+@click.option("--max-step-time-regression", default="10%", show_default=True,
+              help="Fail when the step time grows by more than this (interleaved: the median paired ratio; "
+                   "recorded baseline: beyond the measured noise).")
 @click.option("--max-memory-regression", default="5%", show_default=True,
               help="Fail when peak memory grows by more than this.")
+@click.option("--base-python", metavar="PATH",
+              help="Time the base side with this interpreter (another checkout's venv with advisor installed), "
+                   "interleaved with this one (needs --workload).")
+@click.option("--rounds", type=click.IntRange(3, 100), default=8, show_default=True,
+              help="Interleaved timing rounds (base, candidate); doubled once when undecided.")
+@click.option("--round-steps", type=click.IntRange(1, 100), default=2, show_default=True,
+              help="Steps each side runs per round.")
+@click.option("--strict-time", is_flag=True,
+              help="Fail when step time cannot be judged (measurements not comparable) instead of warning.")
+@click.option("--allow-partial", is_flag=True,
+              help="Judge a partial analysis (part of the trace unreadable) instead of exiting 2.")
 @click.option("--junit", type=click.Path(path_type=Path), help="Write JUnit XML: one test case per rule and budget.")
 @click.option("--sarif", type=click.Path(path_type=Path), help="Write SARIF 2.1.0 with the findings.")
+@click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report of the checked run.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @rule_options
 @user_errors
 def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_baseline, fail_on,
-              max_step_time_regression, max_memory_regression, junit, sarif, fmt, select, ignore, option,
-              device_memory):
+              max_step_time_regression, max_memory_regression, base_python, rounds, round_steps, strict_time,
+              allow_partial, junit, sarif, html_out, fmt, select, ignore, option, device_memory):
     """Pre-merge check: fail when the training step got slower, heavier, or gained a known anti-pattern.
 
     \b
-    Checks PATH (one run), or runs --workload itself. Exit codes:
+    Checks PATH (one run), or runs --workload itself. With --workload and a baseline that
+    records its workload (or --base-python), step time is measured for both sides in this
+    job, interleaved, and judged on the paired ratios: load that slows both sides cancels.
+    Against a baseline recorded at another moment, a slower step time that the machine's
+    noise could explain is a warning ("not judged"), a failure with --strict-time.
+    Exit codes:
       0  the check passed (or --write-baseline wrote the baseline)
       1  the check failed: a finding at or above --fail-on, a finding new since the baseline,
          or a step-time / peak-memory regression beyond its budget
-      2  the check could not run: bad input, a missing baseline, a backend or device mismatch
+      2  the check could not run: bad input, a missing baseline, a backend or device mismatch,
+         a partial analysis (without --allow-partial)
     Under GitHub Actions it also writes ::error/::warning annotations and appends a
     Markdown summary to $GITHUB_STEP_SUMMARY.
     """
+    import os
     import tempfile
 
-    from .check import parse_percent, read_baseline, run_check, save_baseline
+    from .check import StepTimeEvidence, parse_percent, read_baseline_doc, run_check, save_baseline
     from .engine import analyze_path
+    from .timing import Worker, measure, remeasure
 
     if bool(path) == bool(workload):
         raise AdvisorError("give either a trace PATH or --workload NAME to check")
-    if not baseline and not write_baseline:
+    if base_python and not workload:
+        raise AdvisorError("--base-python times the base side by running it: give --workload NAME too")
+    if not baseline and not write_baseline and not base_python:
         raise AdvisorError("give --baseline FILE to compare with, or --write-baseline FILE to create one")
     step_budget = parse_percent(max_step_time_regression, "--max-step-time-regression")
     memory_budget = parse_percent(max_memory_regression, "--max-memory-regression")
-    base = read_baseline(baseline) if baseline else None
+    base, base_workload = read_baseline_doc(baseline) if baseline else (None, None)
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
     workload_info = None
-    with tempfile.TemporaryDirectory(prefix="advisor-check-") as tmp:
-        if workload:
-            from advisor import workloads
-            from .runner import profile_workload
+    evidence = StepTimeEvidence()
+    workers = []
+    progress = _progress(True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="advisor-check-") as tmp:
+            if workload:
+                from advisor import workloads
+                from .runner import profile_workload
 
-            items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
-            config = workloads.resolve(workload, preset, items)
-            path = profile_workload(workload, preset, config, logdir or Path(tmp), _progress(True))
-            workload_info = {"name": workload, "preset": preset, "overrides": items}
-        analyses = analyze_path(path, rules, options, device_memory=capacity)
-        if len(analyses) != 1:
-            raise AdvisorError(f"{path}: holds {len(analyses)} runs; check takes one run (give its run folder)")
-        (analysis,) = analyses
-        if write_baseline:
-            save_baseline(write_baseline, analysis, workload_info)
-            _err.print(f"advisor: baseline written to {write_baseline}")
-            if not base:
-                sys.exit(0)
-        result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules])
+                items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
+                config = workloads.resolve(workload, preset, items)
+                new_spec = {"workload": workload, "preset": preset, "overrides": list(overrides)}
+                if base_python or (base is not None and base_workload):
+                    base_spec = ({"workload": base_workload["name"], "preset": base_workload.get("preset", "tiny"),
+                                  "overrides": list(base_workload.get("overrides", []))}
+                                 if base_workload else new_spec)
+                    if base_python:
+                        evidence.base_label = f"base side run by {base_python}"
+                    else:
+                        evidence.base_label = "baseline's configuration (" + " ".join(
+                            [base_spec["workload"], base_spec["preset"], *base_spec["overrides"]]) + ")"
+                    # started now: they compile while this process profiles the candidate
+                    workers = [Worker(base_spec, base_python, "base"), Worker(new_spec, None, "candidate")]
+                path = profile_workload(workload, preset, config, logdir or Path(tmp), progress)
+                workload_info = {"name": workload, "preset": preset, "overrides": items}
+            analyses = analyze_path(path, rules, options, device_memory=capacity)
+            if len(analyses) != 1:
+                raise AdvisorError(f"{path}: holds {len(analyses)} runs; check takes one run (give its run folder)")
+            (analysis,) = analyses
+            if analysis.partial and not allow_partial:
+                raise AdvisorError(f"cannot judge: the analysis of {analysis.profile.path} is partial "
+                                   f"({'; '.join(analysis.profile.warnings)}); pass --allow-partial to judge "
+                                   "what could be read")
+            if write_baseline:
+                save_baseline(write_baseline, analysis, workload_info)
+                _err.print(f"advisor: baseline written to {write_baseline}")
+                if not base and not workers:
+                    sys.exit(0)
+            if workers:
+                evidence.paired = measure(*workers, step_budget, rounds, round_steps, progress)
+            result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
+                               evidence, strict_time)
+            time_check = next((c for c in result.checks if c.name == "budget:step-time"), None)
+            if workload and not workers and time_check is not None and time_check.level == "error" \
+                    and not time_check.passed:
+                # slower than a recorded baseline: measure again before believing it
+                progress("step time over budget against the recorded baseline: measuring again")
+                evidence.remeasured_ms = remeasure(new_spec)
+                evidence.load = max(os.getloadavg()[0] - 1, 0.0) / (os.cpu_count() or 1)
+                result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
+                                   evidence, strict_time)
+    finally:
+        for w in workers:
+            w.close()
     from .report import ci
 
     if junit:
         ci.junit(result, junit)
     if sarif:
         ci.sarif(result, rules, sarif)
+    if html_out:
+        from .api import Report
+        Report([analysis], [], str(path), "check").save_html(html_out)
     ci.github(result)
     if fmt == "json":
-        click.echo(json.dumps(result.to_json(), indent=2, default=str))
+        from .report.json_report import dumps, envelope
+        warnings = [f"{analysis.profile.path}: {w}" for w in analysis.profile.warnings]
+        warnings += [c.message for c in result.checks if c.passed and c.message.startswith("step time not judged")]
+        inputs = [str(path)] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else [])
+        click.echo(dumps(envelope("check", inputs, {"check": result.to_json()}, warnings)))
     else:
         from .report.check_text import render
         render(result, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
@@ -296,26 +374,35 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
 @user_errors
 def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
     """Run a grid of configurations and compare them in one table (ratios to the first row)."""
-    from .settings import parse_size
+    from .settings import parse_size_flag
     from .sweep import grid, run_grid
 
-    limit = int(parse_size(memory_limit)) if memory_limit else None
+    limit = parse_size_flag(memory_limit, "--memory-limit")
     base = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
     rows = run_grid(name, preset, base, grid(name, preset, base, vary), logdir, _progress(True), limit)
     if fmt == "json":
-        click.echo(json.dumps({"workload": name, "preset": preset, "rows": rows}, indent=2))
+        from .report.json_report import dumps, envelope
+        click.echo(dumps(envelope("sweep", [f"{name} ({preset})"], {"workload": name, "preset": preset,
+                                                                     "rows": rows})))
     else:
         from .report.sweep_text import render
         render(rows, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
 
 
 @main.command("rules")
-def list_rules():
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def list_rules(fmt):
     """List every rule: id, default severity, backends, what it detects."""
     from rich.table import Table
 
     from .engine import all_rules
 
+    if fmt == "json":
+        from .report.json_report import dumps, envelope
+        click.echo(dumps(envelope("rules", [], {"rules": [
+            {"id": r.id, "severity": r.severity, "backends": list(r.backends), "summary": r.summary,
+             "options": {k: v for k, v in r.options.items()}} for r in all_rules()]})))
+        return
     table = Table()
     for column in ("rule", "severity", "backends"):
         table.add_column(column, no_wrap=True)
@@ -327,23 +414,58 @@ def list_rules():
 
 @main.command()
 @click.argument("rule_id")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @user_errors
-def explain(rule_id):
+def explain(rule_id, fmt):
     """What a rule detects, why it matters, how to fix it (from the rule's own docs)."""
     from .engine import select_rules
 
     rule = select_rules([rule_id])[0]
+    if fmt == "json":
+        from .report.json_report import dumps, envelope
+        click.echo(dumps(envelope("explain", [rule_id], {"rule": {
+            "id": rule.id, "severity": rule.severity, "backends": list(rule.backends), "summary": rule.summary,
+            "options": dict(rule.options), "doc": rule.doc.strip()}})))
+        return
     click.echo(rule.doc.strip())
 
 
-def _print(analyses, fmt: str, read_from: str) -> None:
-    _print_docs([a.to_json() for a in analyses], fmt, read_from)
+def _check_output(fmt: str, output) -> None:
+    if fmt == "html" and not output:
+        raise AdvisorError("--format html writes a file: give --output FILE (e.g. --output report.html)")
 
 
-def _print_docs(docs: list[dict], fmt: str, read_from: str) -> None:
+def _write(output, text: str) -> None:
+    if output:
+        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        _err.print(f"advisor: report written to {output}", markup=False)
+    else:
+        click.echo(text)
+
+
+def _emit(report, fmt: str, output) -> None:
+    """A Report as text, JSON or HTML, on stdout or into --output."""
+    if fmt == "html":
+        _write(output, report.to_html())
+    elif fmt == "json":
+        _write(output, report.to_json())
+    elif output:
+        with open(output, "w", encoding="utf-8") as fh:
+            from .report.text import render
+            render([a.to_json() for a in report.runs], Console(file=fh, highlight=False, soft_wrap=True, width=160))
+        _err.print(f"advisor: report written to {output}", markup=False)
+    else:
+        _print(report.runs, fmt, report.read_from, report.command, report.failed)
+
+
+def _print(analyses, fmt: str, read_from: str, command: str = "analyze", failed=()) -> None:
+    _print_docs([a.to_json() for a in analyses], fmt, read_from, command, [f.to_json() for f in failed])
+
+
+def _print_docs(docs: list[dict], fmt: str, read_from: str, command: str = "analyze", failed=()) -> None:
     if fmt == "json":
         from .report.json_report import render
-        click.echo(render(docs, read_from))
+        click.echo(render(docs, read_from, command, failed=failed))
     else:
         from .report.text import render
         render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160))

@@ -37,3 +37,14 @@ def render(docs: list[dict], read_from: str, command: str = "analyze", warnings:
     failed = list(failed)
     warnings += [f"{f['path']}: not analyzed: {f['reason']}" for f in failed]
     return dumps(envelope(command, [read_from], {"runs": docs, "failed": failed}, warnings))
+
+
+SCHEMA_FILES = {"analyze": "analyze.json", "run-workload": "analyze.json", "compare": "compare.json",
+                "check": "check.json", "sweep": "sweep.json", "rules": "rules.json", "explain": "explain.json"}
+
+
+def schema(command: str) -> dict:
+    """The JSON Schema (draft 2020-12) of `command`'s --format json output, shipped in advisor/schemas/."""
+    from importlib import resources
+
+    return json.loads(resources.files("advisor").joinpath("schemas", SCHEMA_FILES[command]).read_text())

@@ -15,6 +15,7 @@ def render(docs: list[dict], console: Console) -> None:
     """docs: the runs of the JSON report (Analysis.to_json())."""
     for doc in docs:
         _summary(doc, console)
+        _warnings(doc, console)
         _findings(doc, console)
         _verified(doc, console)
         console.print()
@@ -106,8 +107,19 @@ def _summary(doc: dict, console: Console) -> None:
         console.print(Text(f"note: {note}", style="dim"))
 
 
+def _warnings(doc: dict, console: Console) -> None:
+    """What could not be read: said before the findings, so a partial answer never looks complete."""
+    prefix = f"{doc['path']}: "
+    for w in doc.get("warnings", []):
+        console.print(Text(f"PARTIAL: {w[len(prefix):] if w.startswith(prefix) else w}", style="bold yellow"))
+
+
 def _findings(doc: dict, console: Console) -> None:
     findings = doc["findings"]
+    if not findings and doc.get("warnings"):
+        console.print(Text("No findings from the rules that could run; the analysis is partial "
+                           "(see PARTIAL above).", style="bold yellow"))
+        return
     if not findings:
         console.print(Text("No findings: none of the rules saw a problem in this run.", style="green"))
         return

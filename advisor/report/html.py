@@ -1,0 +1,273 @@
+"""The HTML report: one self-contained file (inline CSS, inline SVG charts drawn by matplotlib),
+no script, no network. Numbers come from the analysis (summary, findings, compare's metrics);
+this module only formats and draws them. Every chart has a table with its numbers beside it.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+from typing import Any, Optional
+
+from ..units import mib
+
+CSS = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;max-width:1100px;
+margin:0 auto;padding:24px}
+h1{font-size:1.5em;margin:0 0 4px}h2{font-size:1.2em;border-bottom:1px solid #d5d9e0;padding-bottom:4px;
+margin-top:28px}h3{font-size:1.05em;margin:0 0 6px}
+.meta{color:#5a6270;font-size:.9em}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
+.card{border:1px solid #d5d9e0;border-radius:6px;padding:8px 12px;min-width:150px}
+.card b{display:block;font-size:1.25em}
+.finding{border:1px solid #d5d9e0;border-left:6px solid #888;border-radius:6px;padding:10px 14px;margin:12px 0;
+break-inside:avoid}
+.finding.error{border-left-color:#c0392b}.finding.warning{border-left-color:#d68910}.finding.info{border-left-color:#2e86c1}
+.sev{font-size:.8em;text-transform:uppercase;font-weight:600;padding:1px 6px;border-radius:3px;background:#eef0f3}
+code{font:13px ui-monospace,Menlo,Consolas,monospace;background:#f3f4f6;padding:1px 4px;border-radius:3px}
+table{border-collapse:collapse;font-size:.9em;margin:6px 0}td,th{border:1px solid #d5d9e0;padding:3px 8px;
+text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.chart{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start;margin:10px 0;break-inside:avoid}
+.chart svg{max-width:100%;height:auto}figure{margin:0}
+details summary{cursor:pointer;color:#2e5c99}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}dt{font-weight:600}dd{margin:0}
+@media print{body{max-width:none;padding:0;font-size:11pt}details{display:block}details>*{display:block}
+.finding,.chart{break-inside:avoid}a{color:inherit}}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure   # no pyplot: nothing can open a window
+
+    fig = Figure(figsize=(width, height))
+    return fig, fig.add_subplot()
+
+
+def _barh(labels: list[str], values: list[float], unit: str, title: str, color: str = "#2e86c1") -> str:
+    fig, ax = _figure(6.0, 0.35 * len(labels) + 0.9)
+    y = list(range(len(labels)))[::-1]
+    ax.barh(y, values, color=color)
+    ax.set_yticks(y, [lab if len(lab) < 48 else lab[:45] + "…" for lab in labels])
+    ax.set_xlabel(unit)
+    ax.set_title(title, loc="left")
+    for yi, v in zip(y, values):
+        ax.text(v, yi, f" {v:,.2f}", va="center", fontsize=8)
+    return _svg(fig)
+
+
+def _table(headers: list[str], rows: list[list[Any]], caption: str) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(
+        f'<td class="n">{_e(c)}</td>' if isinstance(c, (int, float)) else f"<td>{_e(c)}</td>" for c in r) + "</tr>"
+        for r in rows)
+    return f"<table><caption>{_e(caption)}</caption><tr>{head}</tr>{body}</table>"
+
+
+def _chart(svg: str, table: str, label: str) -> str:
+    return f'<div class="chart" role="group" aria-label="{_e(label)}"><figure>{svg}</figure>{table}</div>'
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.4g}"
+    if isinstance(v, (list, dict)):
+        text = json.dumps(v, default=str)
+        return text if len(text) < 300 else text[:297] + "…"
+    return str(v)
+
+
+def _finding(f: dict) -> str:
+    rec = f["recommendation"]
+    exp = rec["expected"]
+    saving = ("" if not exp.get("saving") else
+              f" ({mib(exp['saving'])})" if exp.get("unit") == "bytes" else f" ({exp['saving']:,.2f} {exp['unit']})")
+    evidence = "".join(f"<dt>{_e(k)}</dt><dd>{_e(_fmt(v))}</dd>" for k, v in f["evidence"].items())
+    from ..memory_plan import as_overrides
+    config = "".join(f"<code>--set {_e(o)}</code> " for o in as_overrides(rec.get("config") or {}))
+    out = [f'<section class="finding {_e(f["severity"])}" id="rule-{_e(f["rule"])}">',
+           f'<h3><span class="sev">{_e(f["severity"])}</span> <code>{_e(f["rule"])}</code> {_e(f["title"])}</h3>',
+           "<dl>",
+           f"<dt>recommendation</dt><dd>{_e(rec['text'])} {config}</dd>",
+           f"<dt>expected gain</dt><dd>{_e(exp['text'])}{_e(saving)}</dd>",
+           f"<dt>cost</dt><dd>{_e(rec['cost'])}</dd>",
+           f"<dt>source</dt><dd>{'<code>' + _e(f['source']) + '</code>' if f.get('source') else 'not in the trace'}</dd>",
+           "</dl>",
+           f"<details><summary>evidence</summary><dl>{evidence}</dl></details>"]
+    if f.get("verified"):
+        out.append(_verified(f["rule"], f["verified"]))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _verified(rule: str, v: dict) -> str:
+    if "step_time_ms" not in v:
+        return f"<p>verified: {_e(_fmt(v))}</p>"
+    rows = [["step time (ms)", *v["step_time_ms"]],
+            ["peak memory (MiB)", *[round(b / 2**20, 1) if b else None for b in v["peak_memory_bytes"]]]]
+    fig, axes = _figure(5.0, 1.8)
+    fig.clear()
+    for i, (name, before, after) in enumerate(rows):
+        ax = fig.add_subplot(1, 2, i + 1)
+        ax.bar(["before", "after"], [before or 0, after or 0], color=["#9aa5b1", "#27ae60"])
+        ax.set_title(name, fontsize=9)
+    verdict = "improved" if v.get("improved") else "not improved"
+    return _chart(_svg(fig), _table(["measure", "before", "after"], rows, f"verify of {rule}: {verdict}"),
+                  f"verify {rule}: before and after")
+
+
+def _run(doc: dict, analysis=None) -> str:
+    s = doc["summary"]
+    cards = [("step time", f"{s['step_time_ms']:,.2f} ms" if s.get("step_time_ms") is not None else "unknown"),
+             ("steps", s.get("steps")),
+             ("step spread", f"{s['step_time_spread_ms']:,.2f} ms" if s.get("step_time_spread_ms") is not None
+              else "—"),
+             ("op time per step", f"{s['op_time_per_step_ms']:,.2f} ms" if s.get("op_time_per_step_ms") is not None
+              else "—"),
+             ("peak memory", mib(s["peak_memory_bytes"]) if s.get("peak_memory_bytes") else "unknown"),
+             ("device capacity", mib(s["device_capacity_bytes"]) if s.get("device_capacity_bytes") else "unknown"),
+             ("findings", len(doc["findings"]))]
+    out = [f"<h2>Run <code>{_e(doc['path'])}</code></h2>",
+           f'<p class="meta">{_e(doc["backend"])} · {_e(doc["device"])} · step program '
+           f'<code>{_e(s.get("step_module"))}</code> · peak from {_e(s.get("peak_memory_source"))}</p>',
+           '<div class="cards">' + "".join(f"<div class=card>{_e(k)}<b>{_e(v)}</b></div>" for k, v in cards)
+           + "</div>"]
+    out.append("<h2>Findings</h2>")
+    out += [_finding(f) for f in doc["findings"]] or ["<p>No findings: no rule fired on this run.</p>"]
+    out.append("<h2>Where the step's time and memory go</h2>")
+    if analysis is not None:
+        out += _plots(analysis, s)
+    for d in s.get("devices", []):
+        if "busy_in_steps_ms" in d:
+            cats = d["time_by_category_ms"]
+            svg = _barh(list(cats), list(cats.values()), "ms in the trace", f"{d['name']}: time by category")
+            out.append(_chart(svg, _table(["category", "ms"], [[k, v] for k, v in cats.items()]
+                                          + [["busy in steps", d["busy_in_steps_ms"]],
+                                             ["idle in steps", d["idle_in_steps_ms"]]],
+                                          f"{d['name']}: op time by category and idle time"), d["name"]))
+    if doc.get("notes"):
+        out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in doc["notes"]) + "</ul>")
+    if doc.get("warnings"):
+        out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in doc["warnings"]) + "</ul>")
+    return "".join(out)
+
+
+def _plots(analysis, summary: dict) -> list[str]:
+    from ..compare import metrics
+
+    m = metrics(analysis)
+    out = []
+    if m.step_times_ms:
+        fig, ax = _figure(6.0, 2.2)
+        ax.plot(range(len(m.step_times_ms)), m.step_times_ms, marker="o", color="#2e86c1")
+        ax.set_xticks(range(len(m.step_times_ms)))
+        ax.set_xlabel("step")
+        ax.set_ylabel("ms")
+        ax.set_ylim(bottom=0)
+        ax.set_title("step time per step", loc="left")
+        out.append(_chart(_svg(fig), _table(["step", "ms"], [[i, t] for i, t in enumerate(m.step_times_ms)],
+                                            f"step time per step ({summary.get('steps_from')})"), "step time"))
+    cats = dict(list(m.category_ms_per_step.items())[:12])
+    if cats:
+        out.append(_chart(_barh(list(cats), list(cats.values()), "ms per step", "op time by category"),
+                          _table(["category", "ms per step"], [[k, v] for k, v in cats.items()],
+                                 "op time by category, per step"), "op time by category"))
+    mem = analysis.profile.memory
+    if mem:
+        groups: dict[str, int] = {}
+        for b in mem.buffers:
+            groups[b.group] = mem.group_bytes(b.group)
+        groups = dict(sorted(groups.items(), key=lambda kv: -kv[1]))
+        out.append(_chart(_barh(list(groups), [v / 2**20 for v in groups.values()], "MiB",
+                                f"memory at peak by kind ({mem.module})", "#8e44ad"),
+                          _table(["kind", "MiB"], [[k, round(v / 2**20, 2)] for k, v in groups.items()],
+                                 f"memory at peak by kind: {mib(mem.peak_bytes)} in all"), "memory at peak by kind"))
+        largest = sorted(mem.buffers, key=lambda b: -b.bytes)[:10]
+        labels = [f"{b.shape} {b.instruction}" for b in largest]
+        out.append(_chart(_barh(labels, [b.bytes / 2**20 for b in largest], "MiB", "largest buffers at peak",
+                                "#8e44ad"),
+                          _table(["buffer", "shape", "kind", "MiB"],
+                                 [[b.instruction, b.shape, b.group, round(b.bytes / 2**20, 2)] for b in largest],
+                                 "the 10 largest buffers live at the peak"), "largest buffers"))
+    return out
+
+
+def page(title: str, body: str) -> str:
+    from .. import __version__
+    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+            '<meta name=viewport content="width=device-width, initial-scale=1">'
+            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
+            f"<h1>{_e(title)}</h1><p class=meta>advisor {_e(__version__)}</p>{body}</body></html>\n")
+
+
+# text stays text in the SVG (small, searchable); set only while drawing, never in the user's session
+STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
+
+
+def render_report(report) -> str:
+    """The HTML of an advisor.Report (analyze, run-workload, trace)."""
+    import matplotlib
+
+    with matplotlib.rc_context(STYLE):
+        return _render_report(report)
+
+
+def _render_report(report) -> str:
+    docs = json.loads(report.to_json())
+    parts = [_run(doc, a) for doc, a in zip(docs["runs"], report.runs)]
+    if docs["failed"]:
+        parts.append("<h2>Runs not analyzed</h2><ul>" + "".join(
+            f"<li><code>{_e(f['path'])}</code>: {_e(f['reason'])}</li>" for f in docs["failed"]) + "</ul>")
+    return page(f"advisor {docs['command']}: {report.read_from}", "".join(parts))
+
+
+def render_compare(results: list, base: str, new: str) -> str:
+    """The HTML of `advisor compare`: results are (name, Comparison) pairs."""
+    import matplotlib
+
+    with matplotlib.rc_context(STYLE):
+        return _render_compare(results, base, new)
+
+
+def _render_compare(results: list, base: str, new: str) -> str:
+    parts = []
+    for name, c in results:
+        d = c.to_json()
+        rows = [["step time (ms)", d["base"]["step_time_ms"], d["new"]["step_time_ms"], d["step_time_ratio"]],
+                ["peak memory (MiB)", _m(d["base"]["peak_memory_bytes"]), _m(d["new"]["peak_memory_bytes"]),
+                 d["peak_memory_ratio"]]]
+        cats = sorted(d["category_ratios"])
+        b = [d["base"]["category_ms_per_step"].get(k, 0.0) for k in cats]
+        n = [d["new"]["category_ms_per_step"].get(k, 0.0) for k in cats]
+        fig, ax = _figure(6.5, 0.4 * len(cats) + 1.0)
+        y = list(range(len(cats)))[::-1]
+        ax.barh([v + 0.2 for v in y], b, height=0.4, color="#9aa5b1", label="base")
+        ax.barh([v - 0.2 for v in y], n, height=0.4, color="#2e86c1", label="new")
+        ax.set_yticks(y, cats)
+        ax.set_xlabel("ms per step")
+        ax.legend()
+        ax.set_title("op time by category: base and new", loc="left")
+        parts.append(f"<h2>{_e(name)}</h2>"
+                     + _table(["measure", "base", "new", "new / base"], rows,
+                              f"step-time noise (relative spread): {d['step_time_noise']}")
+                     + _chart(_svg(fig), _table(["category", "base ms", "new ms", "new / base"],
+                                                [[k, bb, nn, d["category_ratios"][k]] for k, bb, nn in zip(cats, b, n)],
+                                                "op time by category per step"), "category deltas")
+                     + f"<p>findings added: {_e(', '.join(d['findings_added']) or 'none')}; removed: "
+                       f"{_e(', '.join(d['findings_removed']) or 'none')}</p>")
+    return page(f"advisor compare: {base} → {new}", "".join(parts))
+
+
+def _m(b: Optional[int]) -> Optional[float]:
+    return round(b / 2**20, 1) if b else None

@@ -1,0 +1,130 @@
+"""The HTML report as a person sees it: rendered by headless Chromium, offline."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import advisor
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def report():
+    return advisor.analyze(ROOT / "fixtures" / "transformer_scan")
+
+
+@pytest.fixture(scope="module")
+def page(report, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("html")
+    path = report.save_html(tmp / "report.html")
+    return path, tmp
+
+
+def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    if not CHROMIUM:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_self_contained_and_small(page):
+    text = page[0].read_text()
+    assert len(text.encode()) < 1_000_000
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)
+    assert "<script" not in text and "@import" not in text
+    assert not re.search(r"url\((?!#)", text)        # only references inside the page
+    assert "@media print" in text
+
+
+def test_rendered_dom_has_every_finding_and_plot(page, report):
+    path, tmp = page
+    netlog = tmp / "net.json"
+    out = chromium(tmp, f"--log-net-log={netlog}", "--dump-dom", path.as_uri())
+    dom = out.stdout
+    import html
+    findings = report.runs[0].findings
+    assert findings
+    for f in findings:
+        assert f'id="rule-{f.rule}"' in dom
+        assert html.escape(f.title) in dom
+    assert dom.count("<svg") >= 4                  # step time, categories, memory by kind, largest buffers
+    assert dom.count("<table") >= dom.count("<svg")   # every chart has its numbers as text
+    assert page_requests(netlog) == []
+
+
+def page_requests(netlog: Path) -> list[str]:
+    """URLs the page asked for beyond file:// (Chromium's own background requests, initiated by
+    "not an origin", are not the page's)."""
+    log = json.loads(netlog.read_text())
+    start = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    jobs = [e.get("params", {}) for e in log["events"] if e["type"] == start]
+    return [p["url"] for p in jobs if "url" in p and p.get("initiator") != "not an origin"
+            and not p["url"].startswith("file:")]
+
+
+def test_the_network_check_can_fail(page):
+    """A page with one external image: the same check sees the request."""
+    path, tmp = page
+    bad = tmp / "bad.html"
+    bad.write_text(path.read_text().replace("</body>", '<img src="http://example.invalid/x.png"></body>'))
+    netlog = tmp / "bad-net.json"
+    chromium(tmp, f"--log-net-log={netlog}", "--dump-dom", bad.as_uri())
+    assert page_requests(netlog) == ["http://example.invalid/x.png"]
+
+
+def test_screenshot(page):
+    path, tmp = page
+    shot = tmp / "report.png"
+    chromium(tmp, f"--screenshot={shot}", "--window-size=1280,1600", path.as_uri())
+    assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+def test_compare_and_cli_html(tmp_path):
+    from click.testing import CliRunner
+
+    from advisor.cli import main
+
+    out = tmp_path / "compare.html"
+    res = CliRunner().invoke(main, ["compare", str(ROOT / "fixtures" / "transformer_scan"),
+                                    str(ROOT / "fixtures" / "transformer_remat"), "--format", "html",
+                                    "--output", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert "<svg" in text and "new / base" in text
+    res = CliRunner().invoke(main, ["analyze", str(ROOT / "fixtures" / "transformer_scan"), "--format", "html"])
+    assert res.exit_code == 2 and "--output" in res.output
+
+
+def test_verify_before_after_and_device_charts(report):
+    """After `run-workload --verify` a finding carries its measured before/after (verify.py's shape);
+    a GPU trace adds per-device time by category with busy and idle time."""
+    import copy
+
+    verified = copy.deepcopy(report)
+    verified.runs[0].findings[0].verified = {
+        "change": {"model.scan_layers": False}, "promised": "step_time", "improved": True,
+        "step_time_ms": [205.8, 150.2], "step_time_ratio": 0.7298, "step_time_noise": 0.03,
+        "peak_memory_bytes": [122202841, 120000000], "peak_memory_ratio": 0.982}
+    text = verified.to_html()
+    assert "verify of scan-dynamic-update-slice: improved" in text and "150.2" in text
+    assert text.count("<svg") == report.to_html().count("<svg") + 1
+    gpu = advisor.analyze(ROOT / "fixtures" / "gpu_h2d_idle").to_html()
+    assert "idle in steps" in gpu and "/device:GPU:0: time by category" in gpu
+
+
+def test_rendering_leaves_the_users_matplotlib_settings_alone(report):
+    import matplotlib
+
+    before = dict(matplotlib.rcParams)
+    report.to_html()
+    assert dict(matplotlib.rcParams) == before
