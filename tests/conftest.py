@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-SHARED = ROOT.parent / "shared"
+GPU_TRACES = FIXTURES / "gpu-traces"      # real GPU profiles copied from others (see its README)
 
 
 def advisor(*args, cwd=None, timeout=600, env=None):
@@ -20,10 +20,67 @@ def advisor(*args, cwd=None, timeout=600, env=None):
                           capture_output=True, text=True, cwd=cwd, timeout=timeout, env=full_env)
 
 
+def cli(*args, cwd=None):
+    """The `advisor` command run in this process through click, as `advisor()` runs it in a child:
+    returns an object with returncode, stdout and stderr. For tests of what a command does; keep
+    `advisor()` for the few tests of the installed command itself."""
+    import os
+    import subprocess
+
+    from click.testing import CliRunner
+
+    from advisor.cli import main
+
+    before = Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        result = CliRunner().invoke(main, [str(a) for a in args])
+    finally:
+        os.chdir(before)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+_ANALYZED: dict = {}
+
+
 def analyze_json(path, *extra):
-    proc = advisor("analyze", path, "--format", "json", *extra)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    """`advisor analyze PATH --format json` run in this process through click (no interpreter start-up
+    per call); results for the committed fixtures are cached for the session, each caller gets a copy."""
+    from click.testing import CliRunner
+
+    from advisor.cli import main
+
+    path = Path(path).resolve()
+    key = (str(path), tuple(map(str, extra)))
+    cached = key in _ANALYZED
+    if not cached:
+        result = CliRunner().invoke(main, ["analyze", str(path), "--format", "json", *map(str, extra)])
+        assert result.exit_code == 0, (result.stderr, result.exception)
+        if not path.is_relative_to(FIXTURES):
+            return json.loads(result.stdout)
+        _ANALYZED[key] = result.stdout
+    return json.loads(_ANALYZED[key])
+
+
+@pytest.fixture(scope="session")
+def loaded_profile():
+    """loaded_profile(name_or_path) -> list[Analysis]: engine.analyze_path on a fixture folder
+    (a name under fixtures/, e.g. "transformer_scan") or any path, loaded once per session.
+    The Analysis objects are shared: read them, do not change them."""
+    from advisor.engine import analyze_path
+
+    cache = {}
+
+    def load(name_or_path):
+        path = Path(name_or_path)
+        path = (path if path.exists() else FIXTURES / path).resolve()
+        if path not in cache:
+            cache[path] = analyze_path(path)
+        return cache[path]
+    return load
 
 
 def rule_ids(doc, run=0):
