@@ -20,7 +20,7 @@ def advisor(*args, cwd=None, timeout=600, env=None):
                           capture_output=True, text=True, cwd=cwd, timeout=timeout, env=full_env)
 
 
-def cli(*args, cwd=None):
+def cli(*args, cwd=None, env=None):
     """The `advisor` command run in this process through click, as `advisor()` runs it in a child:
     returns an object with returncode, stdout and stderr. For tests of what a command does; keep
     `advisor()` for the few tests of the installed command itself."""
@@ -35,7 +35,10 @@ def cli(*args, cwd=None):
     try:
         if cwd is not None:
             os.chdir(cwd)
-        result = CliRunner().invoke(main, [str(a) for a in args])
+        # as advisor() does: no CI variables from the environment the tests run in
+        full_env = {k: None for k in os.environ if k.startswith("GITHUB_")}
+        full_env.update(env or {})
+        result = CliRunner().invoke(main, [str(a) for a in args], env=full_env)
     finally:
         os.chdir(before)
     if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT, advisor
+from conftest import FIXTURES, ROOT, advisor, cli
 
 
 def assert_one_line_error(proc):
@@ -28,7 +28,7 @@ def test_missing_path(tmp_path):
 
 def test_folder_without_traces(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    proc = advisor("analyze", tmp_path)
+    proc = cli("analyze", tmp_path)
     assert_one_line_error(proc)
     assert "no .xplane.pb traces found" in proc.stderr
 
@@ -36,7 +36,7 @@ def test_folder_without_traces(tmp_path):
 def test_not_an_xplane_file(tmp_path):
     f = tmp_path / "trace.json"
     f.write_text("{}")
-    assert_one_line_error(advisor("analyze", f))
+    assert_one_line_error(cli("analyze", f))
 
 
 @pytest.mark.parametrize("cut", [0.5, 0.999])
@@ -45,7 +45,7 @@ def test_truncated_trace(tmp_path, cut):
     data = src.read_bytes()
     bad = tmp_path / "host.xplane.pb"
     bad.write_bytes(data[: int(len(data) * cut)])
-    proc = advisor("analyze", bad)
+    proc = cli("analyze", bad)
     assert_one_line_error(proc)
     assert "truncated or corrupt" in proc.stderr
     assert bad.read_bytes() == data[: int(len(data) * cut)]
@@ -54,7 +54,7 @@ def test_truncated_trace(tmp_path, cut):
 def test_garbage_trace(tmp_path):
     bad = tmp_path / "host.xplane.pb"
     bad.write_bytes(b"\xff\xfe not a protobuf at all " * 50)
-    assert_one_line_error(advisor("analyze", bad))
+    assert_one_line_error(cli("analyze", bad))
 
 
 @pytest.mark.parametrize("args, words", [
@@ -93,7 +93,7 @@ def test_analyze_reads_a_read_only_folder_and_writes_nothing(tmp_path):
         modes[p] = p.stat().st_mode
         os.chmod(p, p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
     try:
-        proc = advisor("analyze", logdir)
+        proc = cli("analyze", logdir)
         assert proc.returncode == 0, proc.stderr
         assert "scan-dynamic-update-slice" in proc.stdout
         assert _snapshot(logdir) == before
@@ -113,7 +113,7 @@ def _run_copy(tmp_path, fixture="transformer_scan"):
 
 
 def _analyze_json_ok(path):
-    proc = advisor("analyze", path, "--format", "json")
+    proc = cli("analyze", path, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     return json.loads(proc.stdout)
@@ -130,7 +130,7 @@ def test_malformed_run_metadata_is_ignored_with_a_warning(tmp_path, content, wor
     doc = _analyze_json_ok(run)
     assert any(words in w for w in doc["warnings"]), doc["warnings"]
     assert "scan-dynamic-update-slice" in {f["rule"] for f in doc["runs"][0]["findings"]}
-    proc = advisor("analyze", run)
+    proc = cli("analyze", run)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr and words in proc.stdout
 
 
@@ -144,7 +144,7 @@ def test_corrupt_memory_profile_is_a_warning_not_a_failed_analysis(tmp_path):
 
 def test_path_over_4096_characters_is_one_line(tmp_path):
     long_path = str(tmp_path) + ("/" + "x" * 250) * 20 + "/host.xplane.pb"
-    proc = advisor("analyze", long_path)
+    proc = cli("analyze", long_path)
     assert_one_line_error(proc)
 
 
@@ -154,14 +154,14 @@ def test_one_truncated_run_among_three_does_not_abort_the_others(tmp_path):
         shutil.copytree(FIXTURES / "transformer_scan", logdir / name)
     bad = next((logdir / "b").rglob("*.xplane.pb"))
     bad.write_bytes(bad.read_bytes()[:1000])
-    proc = advisor("analyze", logdir, "--format", "json")
+    proc = cli("analyze", logdir, "--format", "json")
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr and "not analyzed" in proc.stderr
     doc = json.loads(proc.stdout)
     assert len(doc["runs"]) == 2 and [f["path"] for f in doc["failed"]] == [str(bad)]
     assert "truncated or corrupt" in doc["failed"][0]["reason"]
     assert any(str(bad) in w for w in doc["warnings"])
-    text = advisor("analyze", logdir)
+    text = cli("analyze", logdir)
     assert text.returncode == 3 and text.stdout.count("scan-dynamic-update-slice") >= 2
 
 
@@ -182,7 +182,7 @@ def test_empty_trace_warns_instead_of_no_findings(tmp_path):
     empty.write_bytes(b"")
     doc = _analyze_json_ok(empty)
     assert any("holds no executed ops (the file is empty (0 bytes))" in w for w in doc["warnings"])
-    text = advisor("analyze", empty).stdout
+    text = cli("analyze", empty).stdout
     assert "PARTIAL" in text and "No findings: none of the rules" not in text
 
 
@@ -207,7 +207,7 @@ def test_unreadable_step_hlo_names_the_rules_that_could_not_run(tmp_path):
     doc = _analyze_json_ok(run)
     assert any("HLO of jit_train_step(44) could not be read: scan-dynamic-update-slice, missing-remat" in w
                and "could not run" in w for w in doc["warnings"]), doc["warnings"]
-    assert "PARTIAL: HLO of jit_train_step(44)" in advisor("analyze", run).stdout
+    assert "PARTIAL: HLO of jit_train_step(44)" in cli("analyze", run).stdout
 
 
 def test_two_traces_started_in_the_same_second_get_their_own_run_folders(tmp_path):

@@ -8,7 +8,7 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from conftest import FIXTURES, advisor
+from conftest import FIXTURES, advisor, cli
 
 REMAT, SCAN = FIXTURES / "transformer_remat", FIXTURES / "transformer_scan"
 
@@ -16,13 +16,13 @@ REMAT, SCAN = FIXTURES / "transformer_remat", FIXTURES / "transformer_scan"
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory):
     path = tmp_path_factory.mktemp("bl") / "baseline.json"
-    proc = advisor("check", REMAT, "--write-baseline", path)
+    proc = cli("check", REMAT, "--write-baseline", path)
     assert proc.returncode == 0, proc.stderr
     return path
 
 
 def test_compare_two_runs():
-    proc = advisor("compare", REMAT, SCAN, "--format", "json")
+    proc = cli("compare", REMAT, SCAN, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     (pair,) = json.loads(proc.stdout)["pairs"]
     assert pair["peak_memory_ratio"] > 2
@@ -37,7 +37,7 @@ def test_compare_folders_matched_by_name(tmp_path):
     for side, names in (("base", ["transformer_remat", "transformer_scan"]), ("new", ["transformer_scan"])):
         for n in names:
             shutil.copytree(FIXTURES / n, tmp_path / side / n)
-    proc = advisor("compare", tmp_path / "base", tmp_path / "new", "--format", "json")
+    proc = cli("compare", tmp_path / "base", tmp_path / "new", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     pairs = json.loads(proc.stdout)["pairs"]
     assert [p["name"] for p in pairs] == ["transformer_scan"]
@@ -45,7 +45,7 @@ def test_compare_folders_matched_by_name(tmp_path):
 
 
 def test_unchanged_run_passes(baseline):
-    proc = advisor("check", REMAT, "--baseline", baseline)
+    proc = cli("check", REMAT, "--baseline", baseline)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "advisor check passed" in proc.stdout
 
@@ -53,7 +53,7 @@ def test_unchanged_run_passes(baseline):
 def test_regression_fails_naming_it(baseline, tmp_path):
     junit, sarif = tmp_path / "report.xml", tmp_path / "report.sarif"
     summary = tmp_path / "summary.md"
-    proc = advisor("check", SCAN, "--baseline", baseline, "--junit", junit, "--sarif", sarif,
+    proc = cli("check", SCAN, "--baseline", baseline, "--junit", junit, "--sarif", sarif,
                    env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
     assert proc.returncode == 1
     assert "FAIL  budget:peak-memory" in proc.stdout and "new since the baseline" in proc.stdout
@@ -77,21 +77,21 @@ def test_regression_fails_naming_it(baseline, tmp_path):
 
 def test_fail_on_severity(baseline):
     # the float32 finding is in the baseline and only info: it fails only at --fail-on info
-    assert advisor("check", REMAT, "--baseline", baseline, "--fail-on", "warning").returncode == 0
-    assert advisor("check", REMAT, "--baseline", baseline, "--fail-on", "info").returncode == 1
+    assert cli("check", REMAT, "--baseline", baseline, "--fail-on", "warning").returncode == 0
+    assert cli("check", REMAT, "--baseline", baseline, "--fail-on", "info").returncode == 1
 
 
 def test_check_could_not_run(tmp_path, baseline):
     def one_line(proc):
         assert proc.returncode == 2, proc.stderr
         assert len([l for l in proc.stderr.splitlines() if l.strip()]) == 1
-    one_line(advisor("check", REMAT, "--baseline", tmp_path / "missing.json"))
-    one_line(advisor("check", REMAT))
-    one_line(advisor("check", "--baseline", baseline))
+    one_line(cli("check", REMAT, "--baseline", tmp_path / "missing.json"))
+    one_line(cli("check", REMAT))
+    one_line(cli("check", "--baseline", baseline))
     (tmp_path / "bad.json").write_text("{not json")
-    one_line(advisor("check", REMAT, "--baseline", tmp_path / "bad.json"))
-    one_line(advisor("check", REMAT, "--baseline", baseline, "--max-step-time-regression", "lots"))
-    one_line(advisor("check", REMAT, "--baseline", baseline, "--base-python", sys.executable))
+    one_line(cli("check", REMAT, "--baseline", tmp_path / "bad.json"))
+    one_line(cli("check", REMAT, "--baseline", baseline, "--max-step-time-regression", "lots"))
+    one_line(cli("check", REMAT, "--baseline", baseline, "--base-python", sys.executable))
     proc = advisor("check", "--workload", "transformer", "--base-python", tmp_path / "no-python")
     one_line(proc)
     assert "cannot start the base timing worker" in proc.stderr
@@ -100,32 +100,33 @@ def test_check_could_not_run(tmp_path, baseline):
     doc["metrics"]["backend"], doc["metrics"]["device"] = "gpu", "NVIDIA H100 80GB HBM3"
     other = tmp_path / "gpu.json"
     other.write_text(json.dumps(doc))
-    proc = advisor("check", REMAT, "--baseline", other)
+    proc = cli("check", REMAT, "--baseline", other)
     one_line(proc)
     assert "measured on gpu" in proc.stderr
 
 
 def test_check_runs_a_workload_interleaved_and_catches_remat_switched_off(tmp_path):
+    """End to end, with the fewest runs that show it (the verdicts on paired ratios, passing and
+    failing, are the unit tests below; how often the default budget misjudges on this machine is
+    benchmarks/check_false_alarms.py's question)."""
     base = tmp_path / "baseline.json"
-    workload = ["--workload", "transformer", "--steps", "2", "--set", "model.remat=MLP,Attn"]
-    fast = ["--rounds", "3", "--round-steps", "1"]
-    assert advisor("check", *workload, "--write-baseline", base).returncode == 0
-    assert json.loads(base.read_text())["workload"]["name"] == "transformer"
-    # unchanged, timed against the baseline's own configuration in this job: passes (the budget is
-    # loose here; how often the default budget misjudges is benchmarks/check_false_alarms.py's question)
-    proc = advisor("check", *workload, "--baseline", base, *fast, "--max-step-time-regression", "60%",
-                   "--format", "json")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert advisor("check", "--workload", "transformer", "--steps", "2", "--set", "model.remat=MLP,Attn",
+                   "--write-baseline", base).returncode == 0
+    assert json.loads(base.read_text())["workload"] == {"name": "transformer", "preset": "tiny",
+                                                         "overrides": ["model.remat=MLP,Attn", "train.steps=2"]}
+    proc = advisor("check", "--workload", "transformer", "--steps", "2", "--set", "model.remat=", "--baseline", base,
+                   "--rounds", "3", "--round-steps", "1", "--format", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["command"] == "check" and doc["schema_version"] >= 2
+    checks = {c["name"]: c for c in doc["check"]["checks"]}
+    assert not checks["budget:peak-memory"]["passed"]
+    assert "remat" in checks["rule:missing-remat"]["message"]     # the new finding is named
     step_time = doc["check"]["step_time"]
     assert step_time["method"] == "interleaved" and len(step_time["ratios"]) >= 3
-    assert all(len(r) == 1 for r in step_time["rounds_ms"]["base"])
-    proc = advisor("check", "--workload", "transformer", "--steps", "2", "--set", "model.remat=", "--baseline", base,
-                   *fast)
-    assert proc.returncode == 1
-    assert "budget:peak-memory" in proc.stdout and "missing-remat" in proc.stdout
-    assert "interleaved rounds" in proc.stdout
+    assert all(len(r) == 1 for r in step_time["rounds_ms"]["base"] + step_time["rounds_ms"]["new"])
+    # both sides were measured in this job: the base side is the baseline's configuration
+    assert all(ms > 0 for r in step_time["rounds_ms"]["base"] for ms in r)
 
 
 def _doctored_baseline(baseline, tmp_path, times):
@@ -140,13 +141,13 @@ def test_recorded_baseline_noisy_slowdown_is_a_warning_unless_strict(baseline, t
     ours = json.loads(baseline.read_text())["metrics"]["step_times_ms"]
     # a baseline 3x faster whose own steps spread 100%: the machine, not the code, may explain it
     noisy = _doctored_baseline(baseline, tmp_path, [min(ours) / 6, min(ours) / 3, min(ours) / 2])
-    proc = advisor("check", REMAT, "--baseline", noisy, "--format", "json")
+    proc = cli("check", REMAT, "--baseline", noisy, "--format", "json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     assert any("step time not judged: the measurements are not comparable" in w for w in doc["warnings"])
-    proc = advisor("check", REMAT, "--baseline", noisy)
+    proc = cli("check", REMAT, "--baseline", noisy)
     assert "WARN  budget:step-time: step time not judged" in proc.stdout
-    assert advisor("check", REMAT, "--baseline", noisy, "--strict-time").returncode == 1
+    assert cli("check", REMAT, "--baseline", noisy, "--strict-time").returncode == 1
 
 
 def test_partial_analysis_cannot_be_judged_unless_allowed(baseline, tmp_path):
@@ -155,10 +156,10 @@ def test_partial_analysis_cannot_be_judged_unless_allowed(baseline, tmp_path):
     shutil.copytree(REMAT, run)
     (meta,) = run.glob("plugins/profile/*/advisor_run.json")
     meta.write_text("[1, 2]")   # a side file that cannot be read: the analysis says it is partial
-    proc = advisor("check", run, "--baseline", baseline)
+    proc = cli("check", run, "--baseline", baseline)
     assert proc.returncode == 2 and proc.stderr.startswith("advisor: error: cannot judge:")
     assert "--allow-partial" in proc.stderr
-    proc = advisor("check", run, "--baseline", baseline, "--allow-partial", "--format", "json")
+    proc = cli("check", run, "--baseline", baseline, "--allow-partial", "--format", "json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert any("advisor_run.json" in w for w in json.loads(proc.stdout)["warnings"])
 

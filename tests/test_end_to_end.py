@@ -28,12 +28,6 @@ def test_run_workload_profiles_and_diagnoses(tmp_path):
     assert "profiling 2 steps" in proc.stderr
 
 
-def test_mlp_workload_runs(tmp_path):
-    proc = advisor("run-workload", "mlp", "--preset", "tiny", "--steps", "1", "--logdir", tmp_path, "--format", "json")
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["runs"][0]["summary"]["steps"] == 1
-
-
 def test_json_shape_is_stable():
     doc = analyze_json(FIXTURES / "transformer_scan")
     assert set(doc) >= {"schema_version", "advisor_version", "inputs", "warnings", "runs"}

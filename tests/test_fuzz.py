@@ -1,4 +1,4 @@
-"""Seeded fuzz: 250 mutants of a real trace (byte flips anywhere and inside the metadata plane's
+"""Seeded fuzz: 200 mutants of a real trace (byte flips anywhere and inside the metadata plane's
 HLO, truncation, zeroed ranges, duplicated chunks), analyzed in process with the engine.
 
 Each mutant must give one clear line (AdvisorError: exit 2 on the command line), a report
@@ -17,7 +17,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import fuzz  # noqa: E402
 
-N = 250
+N = 200
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 import json
 
 from conftest import advisor
+from test_json_schema import validate
 
 
 def test_verify_measures_each_change(tmp_path):
@@ -39,8 +40,8 @@ def test_preflight_turns_a_step_that_does_not_fit_into_a_finding(tmp_path):
 def test_sweep_compares_rows(tmp_path):
     proc = advisor("sweep", "transformer", "--vary", "model.remat=none,MLP+Attn", "--steps", "2",
                    "--logdir", tmp_path, "--format", "json")
-    assert proc.returncode == 0, proc.stderr
-    rows = json.loads(proc.stdout)["rows"]
+    doc = validate("sweep", proc)
+    rows = doc["rows"]
     assert [r["config"] for r in rows] == ["model.remat=", "model.remat=MLP,Attn"]
     assert rows[0]["peak_memory_ratio"] == 1.0 and rows[1]["peak_memory_ratio"] < 0.6
     assert "missing-remat" in rows[0]["findings"] and "missing-remat" not in rows[1]["findings"]
