@@ -229,6 +229,8 @@ def _ray_results(units, job: Job, workers: int, address: Optional[str],
             from None
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     started = not ray.is_initialized()
+    if started and address:
+        _check_reachable(address)
     if started:
         quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
         try:
@@ -264,6 +266,26 @@ def _ray_results(units, job: Job, workers: int, address: Optional[str],
     finally:
         if started:
             ray.shutdown()
+
+
+RAY_CONNECT_TIMEOUT_S = 10
+
+
+def _check_reachable(address: str) -> None:
+    """A Ray cluster's host:port that does not answer is one clear error now, rather than Ray retrying
+    for minutes ("auto" and "local" are Ray's own to resolve)."""
+    import socket
+
+    host_port = address.split("://", 1)[-1].rstrip("/")
+    if address in ("auto", "local") or ":" not in host_port:
+        return
+    host, _, port = host_port.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
+            pass
+    except (OSError, ValueError) as err:
+        raise AdvisorError(f"--ray-address {address}: no Ray cluster answers there ({err}); start one with "
+                           "`ray start --head`, or leave out --ray-address for a local Ray") from None
 
 
 def analyze_all(path: str | Path, rules: Optional[list[Rule]] = None,
