@@ -43,6 +43,15 @@ def user_errors(fn):
     return wrapper
 
 
+def _trace_path(ctx, param, value):
+    """A trace path or URL: a URL as given (a Path would fold gs://b into gs:/b), a path normalised."""
+    from .locate import is_url
+
+    if value is None or is_url(value):
+        return value
+    return str(Path(value))
+
+
 def rule_options(fn):
     """--select/--ignore/--option/--device-memory, shared by the commands that run rules."""
     fn = click.option("--device-memory", metavar="SIZE",
@@ -88,7 +97,7 @@ def main():
 
 
 @main.command()
-@click.argument("path")
+@click.argument("path", callback=_trace_path)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl", "html"]), default="text",
               show_default=True, help="jsonl: one JSON document per run, each printed as soon as it and the runs "
                                       "before it (by path) are done.")
@@ -245,8 +254,8 @@ def _report_oom(name, preset, items, err, fmt, progress) -> None:
 
 
 @main.command("compare")
-@click.argument("base")
-@click.argument("new")
+@click.argument("base", callback=_trace_path)
+@click.argument("new", callback=_trace_path)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @user_errors
@@ -276,7 +285,7 @@ def compare_cmd(base, new, fmt, output):
 
 
 @main.command("check")
-@click.argument("path", required=False)
+@click.argument("path", required=False, callback=_trace_path)
 @click.option("--workload", metavar="NAME", help="Run this bundled workload and check it (instead of PATH).")
 @click.option("--preset", default="tiny", show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
