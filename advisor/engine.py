@@ -98,31 +98,29 @@ def run_job(unit, job: Job) -> list[Result]:
     if isinstance(unit, RemoteRun):
         try:
             with fetched(unit) as local:
-                return [_relabel(r, str(local), unit.url) for r in
-                        (_one(run, job) for run in find_runs(local))]
+                results = [_relabel(_one(run, job), str(local), unit.url) for run in find_runs(local)]
         except AdvisorError as err:
-            return [RunFailure(unit.url, str(err))]
-    return [_one(unit, job)]
+            results = [RunFailure(unit.url, str(err))]
+    else:
+        results = [_one(unit, job)]
+    return [r.to_json() if job.as_json and isinstance(r, Analysis) else r for r in results]
 
 
-def _one(run: RunFiles, job: Job) -> Result:
+def _one(run: RunFiles, job: Job) -> Union[Analysis, RunFailure]:
     try:
-        analysis = analyze_run(run, None if job.rules is None else list(job.rules), job.options, job.device_memory)
+        return analyze_run(run, None if job.rules is None else list(job.rules), job.options, job.device_memory)
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err))
-    return analysis.to_json() if job.as_json else analysis
 
 
-def _relabel(result: Result, local: str, url: str) -> Result:
+def _relabel(result: Union[Analysis, RunFailure], local: str, url: str) -> Union[Analysis, RunFailure]:
     """Name a fetched run by its URL, never by the temporary folder it was read from."""
-    fix = lambda text: text.replace(local, url) if isinstance(text, str) else text  # noqa: E731
     if isinstance(result, RunFailure):
-        return RunFailure(fix(result.path), fix(result.reason))
-    if isinstance(result, dict):
-        return {**result, "path": fix(result["path"]), "notes": [fix(n) for n in result["notes"]],
-                "warnings": [fix(w) for w in result["warnings"]]}
+        return RunFailure(result.path.replace(local, url), result.reason.replace(local, url))
     p = result.profile
-    p.path, p.notes[:], p.warnings[:] = fix(p.path), [fix(n) for n in p.notes], [fix(w) for w in p.warnings]
+    p.path = p.path.replace(local, url)
+    p.notes[:] = [n.replace(local, url) for n in p.notes]
+    p.warnings[:] = [w.replace(local, url) for w in p.warnings]
     return result
 
 
