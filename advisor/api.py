@@ -98,19 +98,21 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
 
     select/ignore: rule ids (None: every rule); options: {rule_id: {key: value}} thresholds;
     device_memory: the capacity (bytes or "24GB") where the trace does not record it;
-    jobs: runs analyzed at once (None: one per core; 1: in this process, one after the other);
+    jobs: runs analyzed at once, each in a worker process (None or 1: in this process, one after the
+    other; a script that passes jobs > 1 needs the usual `if __name__ == "__main__":` guard, as workers
+    are started by spawn);
     engine: "process" (worker processes on this machine) or "ray" (one Ray task per run, on the
     cluster at ray_address, else a local Ray started for the call). The results are the same.
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).
     """
-    from .engine import all_rules, analyze_all, default_jobs, select_rules
+    from .engine import all_rules, analyze_all, select_rules
     from .settings import validate_options
 
     select = None if select is None else list(select)
     rules = [] if select == [] else select_rules(select or (), list(ignore))
     opts = validate_options(options or {}, {r.id: r for r in all_rules()})
     analyses, failed = analyze_all(path, rules, opts, progress, _size(device_memory, "device_memory"),
-                                   jobs=default_jobs() if jobs is None else jobs, engine=engine,
+                                   jobs=1 if jobs is None else jobs, engine=engine,
                                    ray_address=ray_address)
     return Report(analyses, failed, str(path))
 

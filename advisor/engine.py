@@ -146,7 +146,7 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
         jobs, engine = 1, "process"     # memory:// exists in this process only
     if engine == "ray":
         results = _ray_results(units, job, jobs, ray_address, progress)
-    elif jobs == 1 or len(units) == 1:
+    elif jobs == 1 or len(units) == 1 or not _spawnable():
         results = _local_results(units, job, progress)
     else:
         results = _pool_results(units, job, min(jobs, len(units)), progress)
@@ -154,6 +154,16 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
         if len(units) == 1 and len(out) == 1 and isinstance(out[0], RunFailure):
             raise AdvisorError(out[0].reason)
         yield from out
+
+
+def _spawnable() -> bool:
+    """Whether spawned workers can start: they import the main module again from its file, which
+    a program read from stdin (`python - < script.py`) does not have."""
+    import os
+    import sys
+
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    return main_file is None or os.path.exists(main_file)
 
 
 def _in_order(results: Iterator[tuple[int, list[Result]]]) -> Iterator[tuple[int, list[Result]]]:
