@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import re
 import shutil
 import tempfile
@@ -90,6 +91,9 @@ class RemoteRun:
         return self.url
 
 
+_BACKEND_LOGGERS = ("fsspec", "gcsfs", "s3fs", "aiobotocore", "botocore", "adlfs", "azure", "google.auth")
+
+
 def _filesystem(url: str):
     """(fsspec filesystem, path inside it) of a URL, or one clear AdvisorError."""
     try:
@@ -97,6 +101,8 @@ def _filesystem(url: str):
     except ImportError:
         raise AdvisorError(f"{url}: reading URLs needs fsspec: pip install fsspec (and the backend for the "
                            "scheme: gcsfs for gs://, s3fs for s3://)") from None
+    for name in _BACKEND_LOGGERS:      # their retries log tracebacks; advisor says it in one line
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         return fsspec.core.url_to_fs(url)
     except ImportError as err:
@@ -116,7 +122,8 @@ def find_remote_runs(url: str) -> list[RemoteRun]:
     """The run folders under a URL that hold `.xplane.pb` traces, sorted by URL; nothing is written there."""
     fs, root = _filesystem(url)
     try:
-        if fs.isfile(root):
+        info = fs.info(root)
+        if info.get("type") != "directory":
             if not root.endswith(XPLANE_SUFFIX):
                 raise AdvisorError(f"{url}: not an .xplane.pb file; give a logdir, a run folder or an .xplane.pb file")
             folder = root.rsplit("/", 1)[0]
@@ -124,12 +131,15 @@ def find_remote_runs(url: str) -> list[RemoteRun]:
             beside = set(_names(fs.ls(folder, detail=False)))
             names += [n for n in (MEMORY_PROFILE, RUN_METADATA) if n in beside]
             return [RemoteRun(url.rsplit("/", 1)[0], tuple(names))]
-        if not fs.isdir(root):
-            raise AdvisorError(f"{url}: no such file or folder (or no permission to list it); give a logdir, "
-                               "a run folder or an .xplane.pb file")
         found = fs.find(root)
     except AdvisorError:
         raise
+    except FileNotFoundError:
+        raise AdvisorError(f"{url}: no such file or folder; give a logdir, a run folder or an .xplane.pb file") \
+            from None
+    except PermissionError as err:
+        raise AdvisorError(f"{url}: no permission to read it ({_first_line(err)}); check the credentials "
+                           "of its filesystem backend") from None
     except Exception as err:  # noqa: BLE001 - each backend raises its own (auth, network, missing bucket)
         raise AdvisorError(f"{url}: cannot list it ({type(err).__name__}: {_first_line(err)})") from None
     folders: dict[str, list[str]] = {}

@@ -136,6 +136,8 @@ def test_memory_filesystem_url_gives_the_findings_of_the_local_path():
         assert remote["runs"][0]["summary"] == local["runs"][0]["summary"]
         assert remote["runs"][0]["path"].startswith("memory://advisor-test/logdir/transformer_scan/plugins/")
         assert "advisor-fetch-" not in result.stdout
+        one = cli("analyze", remote["runs"][0]["path"], "--format", "json")     # the .xplane.pb's own URL
+        assert one.returncode == 0 and json.loads(one.stdout)["runs"] == remote["runs"]
         assert {f: fs.info(f)["size"] for f in fs.find("/advisor-test")} == before   # nothing written there
         compared = cli("compare", "memory://advisor-test/logdir/transformer_scan", FIXTURES / "transformer_scan",
                        "--format", "json")
