@@ -77,13 +77,14 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
     by_step = sorted((d for d in docs if d["summary"].get("step_time_ms") is not None),
                      key=lambda d: (-d["summary"]["step_time_ms"], d["path"]))[:FLEET_TOP]
     if by_step:
-        console.print("slowest steps: " + ", ".join(f"{run_name(d['path'], root)} ({d['summary']['step_time_ms']:.2f} ms)"
-                                                    for d in by_step), highlight=False)
+        console.print("slowest steps: " + ", ".join(
+            f"{run_name(d['path'], root)} ({d['summary']['step_time_ms']:.2f} ms)" for d in by_step), highlight=False)
     by_peak = sorted((d for d in docs if d["summary"].get("peak_memory_bytes") is not None),
                      key=lambda d: (-d["summary"]["peak_memory_bytes"], d["path"]))[:FLEET_TOP]
     if by_peak:
-        console.print("largest peaks: " + ", ".join(f"{run_name(d['path'], root)} ({mib(d['summary']['peak_memory_bytes'])})"
-                                                    for d in by_peak), highlight=False)
+        console.print("largest peaks: " + ", ".join(
+            f"{run_name(d['path'], root)} ({mib(d['summary']['peak_memory_bytes'])})" for d in by_peak),
+            highlight=False)
 
 
 def _verified(doc: dict, console: Console) -> None:
