@@ -91,11 +91,18 @@ def json_doc_warnings(report: Report) -> list[str]:
 
 def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, ignore: Iterable[str] = (),
             options: Optional[dict[str, dict[str, Any]]] = None, device_memory: Size = None,
-            progress: Callable[[str], None] = lambda msg: None) -> Report:
-    """Diagnose the traces under `path` (a logdir, a run folder or one .xplane.pb).
+            progress: Callable[[str], None] = lambda msg: None, jobs: Optional[int] = None,
+            engine: str = "process", ray_address: Optional[str] = None) -> Report:
+    """Diagnose the traces under `path` (a logdir, a run folder or one .xplane.pb; a path or an fsspec
+    URL such as gs://bucket/logdir, s3://..., file://...).
 
     select/ignore: rule ids (None: every rule); options: {rule_id: {key: value}} thresholds;
-    device_memory: the capacity (bytes or "24GB") where the trace does not record it.
+    device_memory: the capacity (bytes or "24GB") where the trace does not record it;
+    jobs: runs analyzed at once, each in a worker process (None or 1: in this process, one after the
+    other; a script that passes jobs > 1 needs the usual `if __name__ == "__main__":` guard, as workers
+    are started by spawn);
+    engine: "process" (worker processes on this machine) or "ray" (one Ray task per run, on the
+    cluster at ray_address, else a local Ray started for the call). The results are the same.
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).
     """
     from .engine import all_rules, analyze_all, select_rules
@@ -104,7 +111,9 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     select = None if select is None else list(select)
     rules = [] if select == [] else select_rules(select or (), list(ignore))
     opts = validate_options(options or {}, {r.id: r for r in all_rules()})
-    analyses, failed = analyze_all(path, rules, opts, progress, _size(device_memory, "device_memory"))
+    analyses, failed = analyze_all(path, rules, opts, progress, _size(device_memory, "device_memory"),
+                                   jobs=1 if jobs is None else jobs, engine=engine,
+                                   ray_address=ray_address)
     return Report(analyses, failed, str(path))
 
 

@@ -7,6 +7,7 @@ but not others (see advisor/errors.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -17,6 +18,7 @@ import click
 from rich.console import Console
 
 from . import __version__
+from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -39,6 +41,15 @@ def user_errors(fn):
         except OSError as err:
             _fail(os_error_line(err))
     return wrapper
+
+
+def _trace_path(ctx, param, value):
+    """A trace path or URL: a URL as given (a Path would fold gs://b into gs:/b), a path normalised."""
+    from .locate import is_url
+
+    if value is None or is_url(value):
+        return value
+    return str(Path(value))
 
 
 def rule_options(fn):
@@ -86,30 +97,91 @@ def main():
 
 
 @main.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@click.argument("path", callback=_trace_path)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl", "html"]), default="text",
+              show_default=True, help="jsonl: one JSON document per run, each printed as soon as it and the runs "
+                                      "before it (by path) are done.")
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Runs analyzed at once, each in a process of its own (default: one per core; 1: one after "
+                   "the other in this process). With --engine ray: the CPUs of the local Ray.")
+@click.option("--engine", type=click.Choice(list(ENGINES)), default="process", show_default=True,
+              help="process: worker processes on this machine; ray: one Ray task per run "
+                   "(pip install 'jax-advisor[ray]').")
+@click.option("--ray-address", metavar="ADDRESS",
+              help="With --engine ray: join this Ray cluster (e.g. auto, or ray://head:10001) instead of "
+                   "starting a local Ray for the command.")
 @rule_options
 @user_errors
-def analyze(path, fmt, output, select, ignore, option, device_memory):
-    """Diagnose existing traces: a logdir, a run folder or one .xplane.pb.
+def analyze(path, fmt, output, jobs, engine, ray_address, select, ignore, option, device_memory):
+    """Diagnose existing traces: a logdir, a run folder or one .xplane.pb, as a path or a URL
+    (gs://bucket/logdir, s3://..., file://..., any fsspec URL).
 
-    Reads only: nothing is written into PATH. A folder holding many runs gives one analysis per run;
-    a run that cannot be read is listed with why, and the exit code is 3 (the others are reported).
+    Reads only: nothing is written into PATH. A folder holding many runs gives one analysis per run,
+    the runs analyzed in parallel (--jobs, --engine); a run that cannot be read is listed with why,
+    and the exit code is 3 (the others are reported). A report of many runs ends with a fleet table.
     Rule selection and thresholds also come from [tool.advisor] in ./pyproject.toml or [advisor] in ./setup.cfg.
     """
-    from .api import analyze as analyze_api
+    from .engine import default_jobs
 
     _check_output(fmt, output)
+    if ray_address and engine != "ray":
+        raise AdvisorError("--ray-address joins a Ray cluster: give --engine ray too")
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
-    report = analyze_api(path, [r.id for r in rules], options=options, device_memory=capacity,
-                         progress=_progress(sys.stderr.isatty()))
-    _emit(report, fmt, output)
-    failed = report.failed
+    run_options = {"jobs": jobs or default_jobs(), "engine": engine, "ray_address": ray_address}
+    progress = _progress(sys.stderr.isatty())
+    if fmt == "html":
+        from .api import analyze as analyze_api
+
+        report = analyze_api(path, [r.id for r in rules], options=options, device_memory=capacity,
+                             progress=progress, **run_options)
+        _emit(report, fmt, output)
+        failed = [f.to_json() for f in report.failed]
+    else:
+        failed = _analyze_docs(path, fmt, output, rules, options, capacity, progress, run_options)
     if failed:
         for f in failed:
-            _err.print(f"advisor: not analyzed: {f.reason}", markup=False)
+            _err.print(f"advisor: not analyzed: {f['reason']}", markup=False)
         sys.exit(EXIT_SOME_RUNS_FAILED)
+
+
+def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progress, run_options) -> list[dict]:
+    """Text, JSON or JSON lines: the runs come back from the engine as their JSON documents (the
+    profiles stay in the processes that read them); jsonl prints each as soon as it is in order."""
+    from .engine import RunFailure, iter_analyses
+
+    results = iter_analyses(path, rules, options, progress, capacity, as_json=True, **run_options)
+    docs, failed = [], []
+    if fmt == "jsonl":
+        from .report.json_report import jsonl_line
+
+        with (open(output, "w", encoding="utf-8") if output else contextlib.nullcontext(None)) as fh:
+            for result in results:
+                item = result.to_json() if isinstance(result, RunFailure) else result
+                if isinstance(result, RunFailure):
+                    failed.append(item)
+                click.echo(jsonl_line(item, path), file=fh)
+        if output:
+            _err.print(f"advisor: report written to {output}", markup=False)
+        return failed
+    for result in results:
+        if isinstance(result, RunFailure):
+            failed.append(result.to_json())
+        else:
+            docs.append(result)
+    if fmt == "json":
+        from .report.json_report import render
+        _write(output, render(docs, path, "analyze", failed=failed))
+    elif output:
+        from .report.text import render
+        with open(output, "w", encoding="utf-8") as fh:
+            render(docs, Console(file=fh, highlight=False, soft_wrap=True, width=160), failed, path)
+        _err.print(f"advisor: report written to {output}", markup=False)
+    else:
+        from .report.text import render
+        render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160), failed,
+               path)
+    return failed
 
 
 @main.command("run-workload")
@@ -182,8 +254,8 @@ def _report_oom(name, preset, items, err, fmt, progress) -> None:
 
 
 @main.command("compare")
-@click.argument("base", type=click.Path(path_type=Path))
-@click.argument("new", type=click.Path(path_type=Path))
+@click.argument("base", callback=_trace_path)
+@click.argument("new", callback=_trace_path)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @user_errors
@@ -213,7 +285,7 @@ def compare_cmd(base, new, fmt, output):
 
 
 @main.command("check")
-@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.argument("path", required=False, callback=_trace_path)
 @click.option("--workload", metavar="NAME", help="Run this bundled workload and check it (instead of PATH).")
 @click.option("--preset", default="tiny", show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
@@ -452,7 +524,8 @@ def _emit(report, fmt: str, output) -> None:
     elif output:
         with open(output, "w", encoding="utf-8") as fh:
             from .report.text import render
-            render([a.to_json() for a in report.runs], Console(file=fh, highlight=False, soft_wrap=True, width=160))
+            render([a.to_json() for a in report.runs], Console(file=fh, highlight=False, soft_wrap=True, width=160),
+                   [f.to_json() for f in report.failed], report.read_from)
         _err.print(f"advisor: report written to {output}", markup=False)
     else:
         _print(report.runs, fmt, report.read_from, report.command, report.failed)
@@ -468,7 +541,8 @@ def _print_docs(docs: list[dict], fmt: str, read_from: str, command: str = "anal
         click.echo(render(docs, read_from, command, failed=failed))
     else:
         from .report.text import render
-        render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160))
+        render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160),
+               list(failed), read_from)
 
 
 if __name__ == "__main__":

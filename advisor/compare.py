@@ -136,11 +136,19 @@ def match_runs(base: list[Analysis], new: list[Analysis], base_root, new_root) -
 
 
 def _by_name(analyses: list[Analysis], root) -> dict[str, Analysis]:
-    from pathlib import Path
+    from pathlib import Path, PurePosixPath
 
+    from .locate import file_url_path, is_url
+
+    root = str(root)
+    remote = is_url(root) and file_url_path(root) is None
     out = {}
     for a in analyses:
-        rel = Path(a.profile.path).resolve().relative_to(Path(root).resolve())
+        if remote:      # gs://..., memory://...: the run's URL starts with the one given
+            rel = PurePosixPath(a.profile.path[len(root.rstrip("/")):].lstrip("/"))
+        else:
+            local = file_url_path(root) if is_url(root) else Path(root)
+            rel = Path(a.profile.path).resolve().relative_to(local.resolve())
         parts = rel.parts
         cut = parts.index("plugins") if "plugins" in parts else len(parts) - 1
         name = "/".join(parts[:cut]) or rel.stem

@@ -1,15 +1,20 @@
-"""Locate runs, load each, run the rules, and summarize: the pipeline behind every command."""
+"""Locate runs, load each, run the rules, and summarize: the pipeline behind every command.
+
+The unit of work is one run (`run_job`): it reads the run (fetching it first when it is under a URL),
+reduces it to the profile model and runs the rules, in this process, in worker processes
+(`--jobs`) or as Ray tasks (`--engine ray`); results come back in the order of the runs' paths.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from . import __version__
 from .errors import AdvisorError
 from .findings import Finding, sort_key
-from .locate import RunFiles, find_runs
+from .locate import RemoteRun, RunFiles, fetched, find_runs, find_units
 from .model import Profile, overlap_ns
 from .rule import Rule
 
@@ -62,24 +67,249 @@ def select_rules(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list
     return [r for r in chosen if r.id not in set(ignore)]
 
 
+ENGINES = ("process", "ray")
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (the default of --jobs)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:      # macOS, Windows
+        return os.cpu_count() or 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """What every run's analysis needs besides the run: picklable, sent to worker processes and Ray tasks."""
+    rules: Optional[tuple[Rule, ...]] = None
+    options: Optional[dict[str, dict]] = None
+    device_memory: Optional[int] = None
+    as_json: bool = False       # return Analysis.to_json() (small) instead of the Analysis (the whole profile)
+
+
+Result = Union[Analysis, dict, RunFailure]
+
+
+def run_job(unit, job: Job) -> list[Result]:
+    """Analyze one unit that locate found (a local run, or a run folder under a URL, fetched to a
+    private temporary folder and removed after): the unit of work of every engine."""
+    if isinstance(unit, RemoteRun):
+        try:
+            with fetched(unit) as local:
+                results = [_relabel(_one(run, job), str(local), unit.url) for run in find_runs(local)]
+        except AdvisorError as err:
+            results = [RunFailure(unit.url, str(err))]
+    else:
+        results = [_one(unit, job)]
+    return [r.to_json() if job.as_json and isinstance(r, Analysis) else r for r in results]
+
+
+def _one(run: RunFiles, job: Job) -> Union[Analysis, RunFailure]:
+    try:
+        return analyze_run(run, None if job.rules is None else list(job.rules), job.options, job.device_memory)
+    except AdvisorError as err:
+        return RunFailure(str(run.xplane), str(err))
+
+
+def _relabel(result: Union[Analysis, RunFailure], local: str, url: str) -> Union[Analysis, RunFailure]:
+    """Name a fetched run by its URL, never by the temporary folder it was read from."""
+    if isinstance(result, RunFailure):
+        return RunFailure(result.path.replace(local, url), result.reason.replace(local, url))
+    p = result.profile
+    p.path = p.path.replace(local, url)
+    p.notes[:] = [n.replace(local, url) for n in p.notes]
+    p.warnings[:] = [w.replace(local, url) for w in p.warnings]
+    return result
+
+
+def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
+                  options: Optional[dict[str, dict]] = None,
+                  progress: Callable[[str], None] = lambda msg: None,
+                  device_memory: Optional[int] = None, *, jobs: int = 1, engine: str = "process",
+                  ray_address: Optional[str] = None, as_json: bool = False) -> Iterator[Result]:
+    """Every run under `path`, analyzed `jobs` at a time, yielded in the order of their paths as soon
+    as each and all before it are done: an Analysis (or its JSON with as_json), or a RunFailure.
+
+    engine "process": one worker process per job on this machine (jobs=1: in this process);
+    "ray": one Ray task per run, on the cluster at ray_address or a local Ray started for the call.
+    A path that holds no run at all, or one run that cannot be read, is an error (AdvisorError).
+    """
+    if engine not in ENGINES:
+        raise AdvisorError(f"unknown engine {engine!r}; valid engines: {', '.join(ENGINES)}")
+    if jobs < 1:
+        raise AdvisorError(f"jobs must be at least 1, not {jobs}")
+    units = find_units(path)
+    job = Job(None if rules is None else tuple(rules), options, device_memory, as_json)
+    if any(isinstance(u, RemoteRun) and u.process_local for u in units):
+        jobs, engine = 1, "process"     # memory:// exists in this process only
+    if engine == "ray":
+        results = _ray_results(units, job, jobs, ray_address, progress)
+    elif jobs == 1 or len(units) == 1 or not _spawnable():
+        results = _local_results(units, job, progress)
+    else:
+        results = _pool_results(units, job, min(jobs, len(units)), progress)
+    for i, out in _in_order(results):
+        if len(units) == 1 and len(out) == 1 and isinstance(out[0], RunFailure):
+            raise AdvisorError(out[0].reason)
+        yield from out
+
+
+def _spawnable() -> bool:
+    """Whether spawned workers can start: they import the main module again from its file, which
+    a program read from stdin (`python - < script.py`) does not have."""
+    import os
+    import sys
+
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    return main_file is None or os.path.exists(main_file)
+
+
+def _in_order(results: Iterator[tuple[int, list[Result]]]) -> Iterator[tuple[int, list[Result]]]:
+    """(index, results) pairs arriving in any order, given back in index order as soon as possible."""
+    waiting: dict[int, list[Result]] = {}
+    following = 0
+    for i, out in results:
+        waiting[i] = out
+        while following in waiting:
+            yield following, waiting.pop(following)
+            following += 1
+
+
+def _local_results(units, job: Job, progress) -> Iterator[tuple[int, list[Result]]]:
+    for i, unit in enumerate(units):
+        progress(f"reading {_label(unit)} ({i + 1}/{len(units)})")
+        yield i, run_job(unit, job)
+
+
+def _label(unit) -> str:
+    return str(unit.xplane) if isinstance(unit, RunFiles) else str(unit)
+
+
+_DIED = ("the process analyzing it died (a crash in a native library, or out of memory); "
+         "analyze this run alone to see the error")
+
+
+def _pool_results(units, job: Job, workers: int, progress) -> Iterator[tuple[int, list[Result]]]:
+    """Worker processes started by spawn (a fork of a process that imported JAX can deadlock)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    progress(f"analyzing {len(units)} runs in {workers} processes")
+    died = []
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(run_job, unit, job): i for i, unit in enumerate(units)}
+        for done, future in enumerate(as_completed(futures), 1):
+            i = futures[future]
+            try:
+                out = future.result()
+            except BrokenProcessPool:
+                died.append(i)
+                continue
+            progress(f"analyzed {_label(units[i])} ({done}/{len(units)})")
+            yield i, out
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    # A dead worker breaks the whole pool: each run it left undone gets a process of its own.
+    for i in sorted(died):
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as alone:
+            try:
+                out = alone.submit(run_job, units[i], job).result()
+            except BrokenProcessPool:
+                out = [RunFailure(_label(units[i]), f"{_label(units[i])}: {_DIED}")]
+        yield i, out
+
+
+def _ray_results(units, job: Job, workers: int, address: Optional[str],
+                 progress) -> Iterator[tuple[int, list[Result]]]:
+    """One Ray task per run (read, reduce to the profile model, run the rules); results come back
+    small when as_json. Joins the cluster at `address`, else starts a local Ray for this call."""
+    import logging
+    import os
+
+    try:
+        import ray
+    except ImportError:
+        raise AdvisorError("--engine ray needs Ray: install jax-advisor[ray] (pip install 'jax-advisor[ray]')") \
+            from None
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    started = not ray.is_initialized()
+    if started and address:
+        _check_reachable(address)
+    if started:
+        quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
+        try:
+            if address:
+                progress(f"joining the Ray cluster at {address}")
+                ray.init(address=address, **quiet)
+            else:
+                progress(f"starting a local Ray with {workers} CPUs")
+                ray.init(num_cpus=workers, **quiet)
+        except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
+            lines = str(err).strip().splitlines()
+            where = f"the Ray cluster at {address}" if address else "a local Ray"
+            raise AdvisorError(f"cannot start or join {where}: {lines[0][:200] if lines else type(err).__name__}") \
+                from None
+    try:
+        task = ray.remote(run_job)
+        refs = {task.remote(unit, job): i for i, unit in enumerate(units)}
+        pending, done_count = list(refs), 0
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                i = refs[ref]
+                done_count += 1
+                try:
+                    out = ray.get(ref)
+                except ray.exceptions.RayTaskError as err:
+                    raise err.as_instanceof_cause() from None
+                except ray.exceptions.RayError as err:   # the worker died, the node was lost
+                    out = [RunFailure(_label(units[i]), f"{_label(units[i])}: the Ray task analyzing it failed "
+                                      f"({type(err).__name__}); analyze this run alone to see the error")]
+                progress(f"analyzed {_label(units[i])} ({done_count}/{len(units)})")
+                yield i, out
+    finally:
+        if started:
+            ray.shutdown()
+
+
+RAY_CONNECT_TIMEOUT_S = 10
+
+
+def _check_reachable(address: str) -> None:
+    """A Ray cluster's host:port that does not answer is one clear error now, rather than Ray retrying
+    for minutes ("auto" and "local" are Ray's own to resolve)."""
+    import socket
+
+    host_port = address.split("://", 1)[-1].rstrip("/")
+    if address in ("auto", "local") or ":" not in host_port:
+        return
+    host, _, port = host_port.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
+            pass
+    except (OSError, ValueError) as err:
+        raise AdvisorError(f"--ray-address {address}: no Ray cluster answers there ({err}); start one with "
+                           "`ray start --head`, or leave out --ray-address for a local Ray") from None
+
+
 def analyze_all(path: str | Path, rules: Optional[list[Rule]] = None,
                 options: Optional[dict[str, dict]] = None,
                 progress: Callable[[str], None] = lambda msg: None,
-                device_memory: Optional[int] = None) -> tuple[list[Analysis], list[RunFailure]]:
+                device_memory: Optional[int] = None, *, jobs: int = 1, engine: str = "process",
+                ray_address: Optional[str] = None) -> tuple[list[Analysis], list[RunFailure]]:
     """Every run under `path`: the ones that could be read, and the ones that could not (with why).
 
     A path that holds no run at all is an error (AdvisorError); one unreadable run among many is not.
+    jobs/engine/ray_address: see iter_analyses; the results are the same whichever runs them.
     """
-    runs = find_runs(path)
     out, failed = [], []
-    for i, run in enumerate(runs, 1):
-        progress(f"reading {run.xplane} ({i}/{len(runs)})")
-        try:
-            out.append(analyze_run(run, rules, options, device_memory))
-        except AdvisorError as err:
-            if len(runs) == 1:
-                raise
-            failed.append(RunFailure(str(run.xplane), str(err)))
+    for result in iter_analyses(path, rules, options, progress, device_memory, jobs=jobs, engine=engine,
+                                ray_address=ray_address):
+        (failed if isinstance(result, RunFailure) else out).append(result)
     return out, failed
 
 

@@ -1,10 +1,17 @@
-"""Find the runs under a path: a logdir, a run folder, or one `.xplane.pb`."""
+"""Find the runs under a path: a logdir, a run folder, or one `.xplane.pb`, on this machine or under
+an fsspec URL (gs://, s3://, memory://, file://), from which a run's files are fetched to read it."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
+import re
+import shutil
+import tempfile
+import urllib.parse
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from .errors import AdvisorError
 from .runner import MEMORY_PROFILE, RUN_METADATA, TRACING_PREFIX
@@ -46,3 +53,136 @@ def find_runs(path: str | Path) -> list[RunFiles]:
 def _beside(xplane: Path, name: str) -> Optional[Path]:
     candidate = xplane.parent / name
     return candidate if candidate.is_file() else None
+
+
+# --- remote logdirs: gs://, s3://, memory://, any fsspec URL -------------------------------------
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
+
+
+def is_url(path: str | Path) -> bool:
+    """`gs://...`, `s3://...`, `file://...`: anything with a scheme (a Path never has one)."""
+    return isinstance(path, str) and bool(_URL.match(path))
+
+
+def file_url_path(url: str) -> Optional[Path]:
+    """The local path of a `file://` URL, None for any other scheme."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme.lower() != "file":
+        return None
+    if parsed.netloc not in ("", "localhost"):
+        raise AdvisorError(f"{url}: a file:// URL names a path on this machine (file:///path or "
+                           f"file://localhost/path), not on host {parsed.netloc!r}")
+    return Path(urllib.parse.unquote(parsed.path))
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteRun:
+    """One run folder under a URL: the files to fetch to read it (its traces and the files beside them)."""
+    url: str                    # the folder, as a URL with its scheme
+    files: tuple[str, ...]      # names of the files in it that advisor reads
+
+    @property
+    def process_local(self) -> bool:
+        """memory:// lives in this process only: a worker process or a Ray task cannot read it."""
+        return self.url.startswith("memory://")
+
+    def __str__(self) -> str:
+        return self.url
+
+
+_BACKEND_LOGGERS = ("fsspec", "gcsfs", "s3fs", "aiobotocore", "botocore", "adlfs", "azure", "google.auth")
+
+
+def _filesystem(url: str):
+    """(fsspec filesystem, path inside it) of a URL, or one clear AdvisorError."""
+    try:
+        import fsspec
+    except ImportError:
+        raise AdvisorError(f"{url}: reading URLs needs fsspec: pip install fsspec (and the backend for the "
+                           "scheme: gcsfs for gs://, s3fs for s3://)") from None
+    for name in _BACKEND_LOGGERS:      # their retries log tracebacks; advisor says it in one line
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        return fsspec.core.url_to_fs(url)
+    except ImportError as err:
+        raise AdvisorError(f"{url}: no filesystem backend for this scheme ({_first_line(err)}); "
+                           "install it, e.g. pip install gcsfs for gs:// or s3fs for s3://") from None
+    except Exception as err:  # noqa: BLE001 - fsspec raises ValueError, KeyError... for a bad URL
+        raise AdvisorError(f"{url}: not a URL advisor can read ({_first_line(err)}); give a logdir, "
+                           "a run folder or an .xplane.pb as a path or an fsspec URL (gs://, s3://, file://)") from None
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0][:200] if lines else type(err).__name__
+
+
+def find_remote_runs(url: str) -> list[RemoteRun]:
+    """The run folders under a URL that hold `.xplane.pb` traces, sorted by URL; nothing is written there."""
+    fs, root = _filesystem(url)
+    try:
+        info = fs.info(root)
+        if info.get("type") != "directory":
+            if not root.endswith(XPLANE_SUFFIX):
+                raise AdvisorError(f"{url}: not an .xplane.pb file; give a logdir, a run folder or an .xplane.pb file")
+            folder = root.rsplit("/", 1)[0]
+            names = [root.rsplit("/", 1)[1]]
+            beside = set(_names(fs.ls(folder, detail=False)))
+            names += [n for n in (MEMORY_PROFILE, RUN_METADATA) if n in beside]
+            return [RemoteRun(url.rsplit("/", 1)[0], tuple(names))]
+        found = fs.find(root)
+    except AdvisorError:
+        raise
+    except FileNotFoundError:
+        raise AdvisorError(f"{url}: no such file or folder; give a logdir, a run folder or an .xplane.pb file") \
+            from None
+    except PermissionError as err:
+        raise AdvisorError(f"{url}: no permission to read it ({_first_line(err)}); check the credentials "
+                           "of its filesystem backend") from None
+    except Exception as err:  # noqa: BLE001 - each backend raises its own (auth, network, missing bucket)
+        raise AdvisorError(f"{url}: cannot list it ({type(err).__name__}: {_first_line(err)})") from None
+    folders: dict[str, list[str]] = {}
+    for f in sorted(found):
+        if f.endswith(XPLANE_SUFFIX) and not any(part.startswith(TRACING_PREFIX) for part in f.split("/")):
+            folders.setdefault(f.rsplit("/", 1)[0], []).append(f.rsplit("/", 1)[1])
+    if not folders:
+        raise AdvisorError(f"{url}: no .xplane.pb traces found; record one with jax.profiler.trace(logdir) "
+                           "or `advisor run-workload`, then point advisor at that logdir")
+    present = set(found)
+    root = root.rstrip("/")
+    return [RemoteRun(url.rstrip("/") + folder[len(root):] if folder.startswith(root) else fs.unstrip_protocol(folder),
+                      tuple(xplanes + [n for n in (MEMORY_PROFILE, RUN_METADATA) if f"{folder}/{n}" in present]))
+            for folder, xplanes in sorted(folders.items())]
+
+
+def _names(paths) -> list[str]:
+    return [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
+
+
+@contextlib.contextmanager
+def fetched(run: RemoteRun) -> Iterator[Path]:
+    """The run's files copied into a private temporary folder (removed after): the loader reads local files."""
+    fs, folder = _filesystem(run.url)
+    tmp = Path(tempfile.mkdtemp(prefix="advisor-fetch-"))
+    try:
+        local = tmp / (folder.rstrip("/").rsplit("/", 1)[-1] or "run")
+        local.mkdir()
+        for name in run.files:
+            try:
+                fs.get_file(f"{folder.rstrip('/')}/{name}", str(local / name))
+            except Exception as err:  # noqa: BLE001 - network, auth, a file removed since listing
+                raise AdvisorError(f"{run.url}/{name}: cannot read it ({type(err).__name__}: "
+                                   f"{_first_line(err)})") from None
+        yield local
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def find_units(path: str | Path) -> list:
+    """What the engine analyzes one at a time (one job each): a local run (RunFiles) or a remote
+    run folder (RemoteRun), sorted by path. `file://` URLs are read as the local path they name."""
+    if is_url(path):
+        local = file_url_path(str(path))
+        return find_runs(local) if local is not None else find_remote_runs(str(path))
+    return find_runs(path)

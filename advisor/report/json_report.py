@@ -39,6 +39,17 @@ def render(docs: list[dict], read_from: str, command: str = "analyze", warnings:
     return dumps(envelope(command, [read_from], {"runs": docs, "failed": failed}, warnings))
 
 
+def jsonl_line(item: dict, read_from: str, command: str = "analyze") -> str:
+    """One line of `--format jsonl`: the envelope around one run, {"run": doc, "failed": null}, or
+    around one run that could not be read, {"run": null, "failed": {"path", "reason"}}."""
+    if "reason" in item:
+        doc = envelope(command, [read_from], {"run": None, "failed": item},
+                       [f"{item['path']}: not analyzed: {item['reason']}"])
+    else:
+        doc = envelope(command, [read_from], {"run": item, "failed": None}, item.get("warnings", []))
+    return json.dumps(doc, default=str)
+
+
 SCHEMA_FILES = {"analyze": "analyze.json", "run-workload": "analyze.json", "compare": "compare.json",
                 "check": "check.json", "sweep": "sweep.json", "rules": "rules.json", "explain": "explain.json"}
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import urllib.parse
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -9,16 +12,79 @@ from rich.text import Text
 from ..units import mib
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+_SEVERITIES = ("error", "warning", "info")
+
+FLEET_TABLE_MIN_RUNS = 4     # a report of at least this many runs ends with the fleet table
+FLEET_TOP = 3                # runs named under the fleet table for the slowest steps and largest peaks
 
 
-def render(docs: list[dict], console: Console) -> None:
-    """docs: the runs of the JSON report (Analysis.to_json())."""
+def render(docs: list[dict], console: Console, failed: list[dict] = (), root: str = "") -> None:
+    """docs: the runs of the JSON report (Analysis.to_json()); failed: [{"path", "reason"}] of the runs
+    that could not be read; root: what was given (run names in the fleet table are relative to it)."""
     for doc in docs:
-        _summary(doc, console)
-        _warnings(doc, console)
-        _findings(doc, console)
-        _verified(doc, console)
-        console.print()
+        render_run(doc, console)
+    if len(docs) + len(failed) >= FLEET_TABLE_MIN_RUNS:
+        fleet(docs, list(failed), console, root)
+
+
+def render_run(doc: dict, console: Console) -> None:
+    _summary(doc, console)
+    _warnings(doc, console)
+    _findings(doc, console)
+    _verified(doc, console)
+    console.print()
+
+
+def run_name(path: str, root: str) -> str:
+    """A run's path shortened for a table: relative to what was given, without plugins/profile."""
+    if root.startswith("file://"):
+        root = urllib.parse.unquote(urllib.parse.urlsplit(root).path)
+    root = root.rstrip("/") if "://" in root else str(Path(root)) if root else ""
+    name = path[len(root):].lstrip("/") if root and path.startswith(root) else path
+    name = name.replace("plugins/profile/", "").removesuffix(".xplane.pb")
+    return name or path
+
+
+def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = "") -> None:
+    """One row per run, by path: findings by severity, step time, peak memory; then the slowest
+    steps and the largest peaks of the fleet."""
+    table = Table(title=f"fleet: {len(docs) + len(failed)} runs" + (f", {len(failed)} not analyzed" if failed else ""))
+    table.add_column("run", overflow="fold")
+    for sev in _SEVERITIES:
+        table.add_column(sev if sev == "info" else f"{sev}s", justify="right", style=_STYLE[sev])
+    table.add_column("step time", justify="right")
+    table.add_column("peak memory", justify="right")
+    table.add_column("rules that fired", overflow="fold")
+    rows = [(d["path"] or "", d) for d in docs] + [(f["path"], f) for f in failed]
+    totals = dict.fromkeys(_SEVERITIES, 0)
+    for path, item in sorted(rows, key=lambda r: r[0]):
+        if "reason" in item:
+            reason = item["reason"].removeprefix(f"{path}: ")
+            table.add_row(run_name(path, root), "", "", "", "", "", Text(f"not analyzed: {reason}", style="red"))
+            continue
+        counts = {sev: sum(f["severity"] == sev for f in item["findings"]) for sev in _SEVERITIES}
+        for sev in _SEVERITIES:
+            totals[sev] += counts[sev]
+        s = item["summary"]
+        step = f"{s['step_time_ms']:.2f} ms" if s.get("step_time_ms") is not None else "-"
+        peak = mib(s["peak_memory_bytes"]) if s.get("peak_memory_bytes") is not None else "-"
+        fired = ", ".join(dict.fromkeys(f["rule"] for f in item["findings"]))
+        table.add_row(run_name(path, root), *(str(counts[sev] or "") for sev in _SEVERITIES), step, peak,
+                      fired + (" (partial)" if item.get("warnings") else ""))
+    console.print(table)
+    console.print("findings: " + ", ".join(f"{totals[sev]} {sev}{'s' if totals[sev] != 1 else ''}"
+                                           for sev in _SEVERITIES))
+    by_step = sorted((d for d in docs if d["summary"].get("step_time_ms") is not None),
+                     key=lambda d: (-d["summary"]["step_time_ms"], d["path"]))[:FLEET_TOP]
+    if by_step:
+        console.print("slowest steps: " + ", ".join(
+            f"{run_name(d['path'], root)} ({d['summary']['step_time_ms']:.2f} ms)" for d in by_step), highlight=False)
+    by_peak = sorted((d for d in docs if d["summary"].get("peak_memory_bytes") is not None),
+                     key=lambda d: (-d["summary"]["peak_memory_bytes"], d["path"]))[:FLEET_TOP]
+    if by_peak:
+        console.print("largest peaks: " + ", ".join(
+            f"{run_name(d['path'], root)} ({mib(d['summary']['peak_memory_bytes'])})" for d in by_peak),
+            highlight=False)
 
 
 def _verified(doc: dict, console: Console) -> None:

@@ -1,0 +1,163 @@
+"""Many runs: --jobs and --engine ray give the JSON of the sequential analysis, --format jsonl streams
+one document per run in path order, the text report ends with a fleet table, and URLs (file://, an
+in-process memory:// filesystem) read like the paths they name."""
+
+import json
+import os
+import shutil
+import sys
+
+import jsonschema
+import pytest
+
+from conftest import FIXTURES, cli
+from advisor.report.json_report import schema
+
+RUNS = ("transformer_scan", "transformer_remat", "transformer_bf16")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """A logdir of three fixture runs (links to the committed files) and one unreadable run."""
+    root = tmp_path_factory.mktemp("fleet")
+    for name in RUNS:
+        shutil.copytree(FIXTURES / name, root / name, copy_function=os.symlink)
+    broken = root / "broken" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    broken.mkdir(parents=True)
+    (broken / "host.xplane.pb").write_bytes(b"\x0a\x05trunc")
+    return root
+
+
+@pytest.fixture(scope="module")
+def sequential(fleet):
+    result = cli("analyze", fleet, "--format", "json", "--jobs", "1")
+    assert result.returncode == 3, result.stderr
+    return result
+
+
+def _one_line_error(result):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("advisor: error: ") and "Traceback" not in result.stderr, \
+        result.stderr
+    return lines[0]
+
+
+def test_jobs_gives_the_json_of_the_sequential_analysis(fleet, sequential):
+    doc = json.loads(sequential.stdout)
+    assert [r["path"] for r in doc["runs"]] == sorted(r["path"] for r in doc["runs"]) and len(doc["runs"]) == 3
+    assert [f["path"] for f in doc["failed"]] == [str(next(fleet.rglob("host.xplane.pb")))]
+    parallel = cli("analyze", fleet, "--format", "json", "--jobs", "2")
+    assert parallel.returncode == 3 and parallel.stdout == sequential.stdout
+    assert "not analyzed" in parallel.stderr and "Traceback" not in parallel.stderr
+
+
+def test_the_api_takes_jobs(fleet, sequential):
+    import advisor
+
+    report = advisor.analyze(fleet, jobs=2)
+    assert json.loads(report.to_json()) == json.loads(sequential.stdout)
+
+
+def test_jsonl_is_one_document_per_run_in_path_order(fleet, sequential):
+    result = cli("analyze", fleet, "--format", "jsonl", "--jobs", "2")
+    assert result.returncode == 3
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    doc = json.loads(sequential.stdout)
+    paths = [line["run"]["path"] if line["run"] else line["failed"]["path"] for line in lines]
+    assert paths == sorted(paths) and len(lines) == 4
+    assert [line["run"] for line in lines if line["run"]] == doc["runs"]
+    assert [line["failed"] for line in lines if line["failed"]] == doc["failed"]
+    run_schema = {"$defs": schema("analyze")["$defs"], "$ref": "#/$defs/run"}
+    for line in lines:
+        assert list(line)[:5] == ["schema_version", "advisor_version", "command", "inputs", "warnings"]
+        if line["run"]:
+            jsonschema.Draft202012Validator(run_schema).validate(line["run"])
+
+
+def test_text_report_of_a_fleet_ends_with_the_fleet_table(fleet):
+    result = cli("analyze", fleet, "--jobs", "1")
+    assert result.returncode == 3
+    table = result.stdout[result.stdout.index("fleet: 4 runs, 1 not analyzed"):]
+    for name in (*RUNS, "broken"):
+        assert name in table
+    assert "scan-dynamic-update-slice" in table and "not analyzed" in table
+    assert "slowest steps: transformer_scan" in table and "largest peaks: transformer_scan" in table
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("ray"),
+                    reason="ray is not installed: pip install 'jax-advisor[ray]' to test --engine ray")
+def test_ray_engine_gives_the_json_of_the_sequential_analysis(fleet, sequential):
+    result = cli("analyze", fleet, "--format", "json", "--engine", "ray", "--jobs", "2")
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == sequential.stdout
+
+
+def test_ray_engine_without_ray_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)    # import ray raises ImportError
+    line = _one_line_error(cli("analyze", FIXTURES / "transformer_scan", "--engine", "ray"))
+    assert "install jax-advisor[ray]" in line
+
+
+def test_bad_ray_address_and_engine_options():
+    assert "no Ray cluster answers" in _one_line_error(
+        cli("analyze", FIXTURES / "transformer_scan", "--engine", "ray", "--ray-address", "127.0.0.1:1"))
+    assert "--engine ray" in _one_line_error(
+        cli("analyze", FIXTURES / "transformer_scan", "--ray-address", "auto"))
+    assert cli("analyze", FIXTURES / "transformer_scan", "--jobs", "0").returncode == 2
+
+
+def _findings(doc):
+    return [[(f["rule"], f["title"]) for f in run["findings"]] for run in doc["runs"]]
+
+
+def test_file_url_reads_the_local_path():
+    from conftest import analyze_json
+
+    local = analyze_json(FIXTURES / "transformer_scan")
+    result = cli("analyze", (FIXTURES / "transformer_scan").as_uri(), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["runs"] == local["runs"]
+
+
+def test_memory_filesystem_url_gives_the_findings_of_the_local_path():
+    import fsspec
+
+    from conftest import analyze_json
+
+    fs = fsspec.filesystem("memory")
+    fs.put(str(FIXTURES / "transformer_scan"), "/advisor-test/logdir/transformer_scan", recursive=True)
+    try:
+        before = {f: fs.info(f)["size"] for f in fs.find("/advisor-test")}
+        result = cli("analyze", "memory://advisor-test/logdir", "--format", "json", "--jobs", "2")
+        assert result.returncode == 0, result.stderr
+        remote, local = json.loads(result.stdout), analyze_json(FIXTURES / "transformer_scan")
+        assert _findings(remote) == _findings(local)
+        assert remote["runs"][0]["summary"] == local["runs"][0]["summary"]
+        assert remote["runs"][0]["path"].startswith("memory://advisor-test/logdir/transformer_scan/plugins/")
+        assert "advisor-fetch-" not in result.stdout
+        one = cli("analyze", remote["runs"][0]["path"], "--format", "json")     # the .xplane.pb's own URL
+        assert one.returncode == 0 and json.loads(one.stdout)["runs"] == remote["runs"]
+        assert {f: fs.info(f)["size"] for f in fs.find("/advisor-test")} == before   # nothing written there
+        compared = cli("compare", "memory://advisor-test/logdir/transformer_scan", FIXTURES / "transformer_scan",
+                       "--format", "json")
+        assert compared.returncode == 0, compared.stderr
+        pair = json.loads(compared.stdout)["pairs"][0]
+        assert pair["findings_added"] == pair["findings_removed"] == []
+    finally:
+        fs.rm("/advisor-test", recursive=True)
+
+
+@pytest.mark.parametrize("url, says", [
+    ("memory://no-such-bucket/logdir", "no such file or folder"),
+    ("nosuchscheme://bucket/logdir", "not a URL advisor can read"),
+    ("file://otherhost/tmp/logdir", "names a path on this machine"),
+])
+def test_bad_urls_are_one_line_and_exit_2(url, says):
+    assert says in _one_line_error(cli("analyze", url))
+
+
+def test_missing_filesystem_backend_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "s3fs", None)
+    line = _one_line_error(cli("analyze", "s3://bucket/logdir"))
+    assert "s3fs" in line and "install" in line
