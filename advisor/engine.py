@@ -26,6 +26,8 @@ class Analysis:
             "path": p.path,
             "backend": p.backend,
             "device": p.device_name,
+            "hosts": [{"name": h.name, "path": h.path, "steps": len(h.steps),
+                       "devices": [d.name for d in h.devices]} for h in p.hosts],
             "summary": self.summary,
             "findings": [f.to_json() for f in self.findings],
             "notes": p.notes,
@@ -150,6 +152,37 @@ def _device_summary(d, steps) -> dict[str, Any]:
     return out
 
 
+def _activity(d, slowest) -> dict[str, Any]:
+    """One device's figures per step (ms), as in `runs[].summary.devices`."""
+    return {
+        "name": d.name,
+        "host": d.host,
+        "compute_ms": round(d.compute_ns / 1e6, 3),
+        "collective_transfer_ms": round(d.transfer_ns / 1e6, 3),
+        "collective_wait_ms": round(d.wait_ns / 1e6, 3),
+        "idle_ms": round(d.idle_ns / 1e6, 3),
+        "step_mean_ms": round(d.step_ns / 1e6, 3),
+        "collectives_ms": {k: round(v / 1e6, 3) for k, v in sorted(d.collectives.items(), key=lambda kv: -kv[1])},
+        "peak_memory_bytes": d.peak_bytes,
+        "slowest": d is slowest,
+    }
+
+
+def device_entries(profile: Profile) -> list[dict[str, Any]]:
+    """summary.devices: one entry per device of every host, its per-step figures, and on GPU/TPU
+    the plane's own facts (kernels, copies, categories) for the devices that were active."""
+    slowest = profile.slowest_device if len(profile.device_activity) > 1 else None
+    activity = {(d.host, d.name): _activity(d, slowest) for d in profile.device_activity}
+    first = profile.hosts[0].name if profile.hosts else ""
+    if not profile.devices:
+        return list(activity.values())
+    out = []
+    for d in profile.devices:
+        if d.active:
+            out.append({**_device_summary(d, profile.steps), **activity.pop((first, d.name), {"host": first})})
+    return out + list(activity.values())
+
+
 def peak_memory(profile: Profile) -> tuple[Optional[int], Optional[str]]:
     """(bytes, where from): the one definition of peak memory analyze, compare and check share.
 
@@ -177,7 +210,9 @@ def summarize(profile: Profile) -> dict[str, Any]:
         "step_time_ms": round(step_ns / 1e6, 3) if step_ns is not None else None,
         "step_time_spread_ms": round((durations[-1] - durations[0]) / 1e6, 3) if len(durations) > 1 else None,
         "step_module": profile.step_module,
-        "op_time_per_step_ms": round(profile.op_time_ns(profile.step_module) / max(len(steps), 1) / 1e6, 3)
+        # one device's share: the first host's op time over its devices that ran, never a sum over devices
+        "op_time_per_step_ms": round(profile.op_time_ns(profile.step_module) / max(len(steps), 1)
+                                     / max(1, len(profile.hosts[0].devices) if profile.hosts else 1) / 1e6, 3)
         if profile.step_module else None,
         "peak_memory_bytes": peak_memory(profile)[0],
         "peak_memory_source": peak_memory(profile)[1],
@@ -185,8 +220,11 @@ def summarize(profile: Profile) -> dict[str, Any]:
         "modules": len(profile.modules),
         "advisor_version": __version__,
     }
+    if profile.devices or profile.device_activity:
+        out["devices"] = device_entries(profile)
+        slowest = profile.slowest_device if len(profile.device_activity) > 1 else None
+        out["slowest_device"] = {"name": slowest.name, "host": slowest.host} if slowest else None
     if profile.devices:
-        out["devices"] = [_device_summary(d, steps) for d in profile.devices if d.active]
         out["devices_idle"] = [d.name for d in profile.devices if not d.active]
     if profile.allocators:
         out["allocators"] = [{"allocator": a.allocator, "peak_bytes": a.peak_bytes,

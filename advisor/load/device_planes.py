@@ -49,9 +49,9 @@ def device_plane(plane, acc: OpAccumulator, transfers: list[Transfer],
                     summary.small_kernel_ns += dur
             op = stats.get("hlo_op")
             if op is None:
-                events.append((start, dur, NO_MODULE, ev.name, None))
+                events.append((start, dur, NO_MODULE, ev.name, None, plane.name))
             else:
-                events.append((start, dur, module_key(stats), str(op).split("::")[-1], None))
+                events.append((start, dur, module_key(stats), str(op).split("::")[-1], None, plane.name))
         events.sort(key=lambda e: e[0])
         acc.add_line(events, plane.name)
     summary.busy = merge_intervals(spans)

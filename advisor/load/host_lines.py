@@ -35,7 +35,10 @@ def _host_category(name: str) -> Optional[str]:
     return None
 
 
-_OP_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "run_id"})
+_OP_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "run_id", "device_ordinal"})
+# XLA's CPU collectives: the rendezvous of the participants (not ops), and the wait for peers inside it.
+_RENDEZVOUS = ("Rendezvous", "Wait for rendezvous callback", "InvokeRendezvous")
+_PEER_WAIT = ("Wait: pending_threads",)
 
 
 def h2d_transfer(event: HostEvent) -> Transfer:
@@ -91,30 +94,40 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[dict[int, f
     return marks, allocators
 
 
-def cpu_op_events(line, host_events: list[HostEvent]) -> list[tuple]:
-    """Op events of one XLA CPU executor thread.
+def cpu_op_events(line, host_events: list[HostEvent], waits: list[tuple[float, float, str]]) -> list[tuple]:
+    """Op events of one XLA CPU executor thread, each with the device that ran it.
 
-    Every op runs inside a `ThunkExecutor::Execute` span of one program execution, so the
-    stats (module, program, run) are read once per span, not once per op: on large traces
-    reading every op's stats costs several times the parse.
+    Every op runs inside a `ThunkExecutor::Execute` span of one program execution on one
+    device, so the stats (module, program, run, device ordinal) are read once per span, not
+    once per op: on large traces reading every op's stats costs several times the parse.
+    The threads serve every simulated device in turn: the `device_ordinal` stat says which.
+    Inside a collective, XLA's rendezvous records `Wait: pending_threads=k/N` while the device
+    waits for its peers to arrive: those spans go to `waits` as (start, end, device).
     """
     out = []
     append = out.append
-    kinds: dict[str, int] = {}      # event name -> 0 op, 1 span start, 2 other
-    span_end, span = -1.0, None     # span: (module_key, run_id) of the current Execute span
+    kinds: dict[str, int] = {}      # event name -> 0 op, 1 span start, 2 other, 3 transfer, 4 rendezvous, 5 wait
+    span_end, span = -1.0, None     # span: (module_key, run_id, device) of the current Execute span
+    here = None
     for ev in line.events:
         name = ev.name
         kind = kinds.get(name)
         if kind is None:
             kind = kinds[name] = (1 if name.startswith("ThunkExecutor::Execute") and not name.endswith(")")
                                   else 2 if name.startswith(_NOT_OP_EVENTS)
-                                  else 3 if name.startswith(_TRANSFER_NAMES) else 0)
-        if kind == 2:
+                                  else 3 if name.startswith(_TRANSFER_NAMES)
+                                  else 5 if name.startswith(_PEER_WAIT)
+                                  else 4 if name.startswith(_RENDEZVOUS) else 0)
+        if kind == 2 or kind == 4:
             continue
         if kind == 3:
             host_events.append(HostEvent(name, ev.start_ns, ev.duration_ns, "transfer"))
             continue
         start = ev.start_ns
+        if kind == 5:
+            if here is not None:
+                waits.append((start, start + ev.duration_ns, here[2]))
+            continue
         if kind == 1:
             span_end, span = start + ev.duration_ns, None
             continue
@@ -122,11 +135,11 @@ def cpu_op_events(line, host_events: list[HostEvent]) -> list[tuple]:
             stats = stat_dict(ev, _OP_STATS)
             if "hlo_op" not in stats:
                 continue
-            here = (module_key(stats), stats.get("run_id"))
+            here = (module_key(stats), stats.get("run_id"), f"cpu:{int(stats.get('device_ordinal', 0) or 0)}")
             if start < span_end:
                 span = here
         else:
             here = span
-        append((start, ev.duration_ns, here[0], name, here[1]))
+        append((start, ev.duration_ns, here[0], name, here[1], here[2]))
     out.sort(key=lambda e: e[0])
     return out

@@ -7,10 +7,11 @@ import os
 from typing import Optional
 
 from ..errors import AdvisorError
-from ..locate import RunFiles
-from ..model import Buffer, HloModule, MemoryAtPeak, Profile
+from ..locate import RunFiles, host_name
+from ..model import Buffer, HloModule, Host, MemoryAtPeak, Profile
 from ..categories import categorize
 from .hlo import parse_module, split_key
+from .devices import device_activity
 from .memprof import read_memory_profile
 from .timeline import Timeline, read_timeline
 from .xplane_stream import StreamSpace, XSpaceError
@@ -91,6 +92,11 @@ def load_run(run: RunFiles) -> Profile:
             memory_profile = read_memory_profile(run.memory_profile)
         except AdvisorError as err:
             warnings.append(f"{err}: its live-at-save table is left out")
+    step_peak = memory.peak_bytes if memory else None
+    hosts = [Host(name=host_name(run.xplane), path=str(run.xplane), steps=timeline.steps,
+                  devices=device_activity(host_name(run.xplane), timeline.device_ops, timeline.device_waits,
+                                          timeline.steps, modules, step_peak, timeline.allocators))]
+    hosts += _other_hosts(run, timeline, modules, step_peak, warnings)
     return Profile(
         path=str(run.xplane),
         backend=backend,
@@ -110,7 +116,39 @@ def load_run(run: RunFiles) -> Profile:
         transfers=timeline.transfers,
         devices=timeline.devices,
         allocators=timeline.allocators,
+        hosts=hosts,
     )
+
+
+def _other_hosts(run: RunFiles, first: Timeline, modules: dict[str, HloModule], step_peak: Optional[int],
+                 warnings: list[str]) -> list[Host]:
+    """The run's other hosts: their timelines only (the first host's HLO describes the program they
+    all run), lined up with the first by step number, never by timestamps (each host has its own
+    clock). A host that cannot be read, or that ran another program, is skipped with one line."""
+    by_name = {m.name: m for m in modules.values()}
+    numbers = {s.number for s in first.steps}
+    out = []
+    for path in run.host_files[1:]:
+        name = host_name(path)
+        try:
+            timeline = load_timeline(path)
+        except AdvisorError as err:
+            warnings.append(f"host {name} skipped: {err}")
+            continue
+        if first.step_module and timeline.step_module and \
+                split_key(timeline.step_module)[0] != split_key(first.step_module)[0]:
+            warnings.append(f"host {name} skipped: it ran {timeline.step_module}, not {first.step_module}")
+            continue
+        theirs = {s.number for s in timeline.steps}
+        if theirs != numbers:
+            warnings.append(f"host {name}: its steps {sorted(theirs)} differ from {host_name(run.xplane)}'s "
+                            f"{sorted(numbers)}; steps are compared by number where both have them")
+        keys = {op.module for op in timeline.ops}      # the same programs may have other ids on this host
+        host_modules = {**{k: by_name[split_key(k)[0]] for k in keys if split_key(k)[0] in by_name}, **modules}
+        out.append(Host(name=name, path=str(path), steps=timeline.steps,
+                        devices=device_activity(name, timeline.device_ops, timeline.device_waits, timeline.steps,
+                                                host_modules, step_peak, timeline.allocators)))
+    return out
 
 
 def _categorize_devices(timeline, modules: dict[str, HloModule]) -> None:

@@ -25,16 +25,24 @@ class OpAccumulator:
         self.intervals: list[tuple[float, float]] = []
         self.runs: dict[tuple[str, int], list[float]] = {}   # (module, run_id) -> [start, end]
         self.device_busy: list[tuple[float, float]] = []      # GPU/TPU: kernel intervals
-
+        # device -> (start, end, module, op) of every op it ran, and (start, end) of its waits for peers
+        self.device_ops: dict[str, list[tuple[float, float, str, str]]] = {}
+        self.device_waits: dict[str, list[tuple[float, float]]] = {}
 
     def add_line(self, events: list[tuple], device: str = "") -> None:
-        """events: (start, duration, module_key, op, run_id or None) on one line, sorted by start."""
+        """events: (start, duration, module_key, op, run_id or None, device) on one line, sorted by
+        start; `device` is the device that ran the op (the CPU executor threads serve them all)."""
         stack: list[tuple[float, int]] = []   # (end, index) of the enclosing ops
         self_ns = [0.0] * len(events)
         runs, intervals = self.runs, self.intervals
         last_run, span = None, None
-        for idx, (start, dur, module, op, run_id) in enumerate(events):
+        device_ops = self.device_ops
+        for idx, (start, dur, module, op, run_id, dev) in enumerate(events):
             end = start + dur
+            ops_of = device_ops.get(dev)
+            if ops_of is None:
+                ops_of = device_ops[dev] = []
+            ops_of.append((start, end, module, op))
             if run_id is not None:
                 if (module, run_id) != last_run:
                     last_run = (module, run_id)
@@ -51,7 +59,7 @@ class OpAccumulator:
             stack.append((end, idx))
             intervals.append((start, end))
         by_key = self.by_key
-        for idx, (_, _, module, op, _) in enumerate(events):
+        for idx, (_, _, module, op, _, _) in enumerate(events):
             entry = by_key.get((device, module, op))
             if entry is None:
                 entry = by_key[(device, module, op)] = [0.0, 0]

@@ -32,6 +32,9 @@ class Timeline:
     transfers: list[Transfer] = dataclasses.field(default_factory=list)
     devices: list[DeviceSummary] = dataclasses.field(default_factory=list)
     allocators: list[AllocatorPeak] = dataclasses.field(default_factory=list)
+    # device -> (start, end, module key, op) of each op it ran; device -> (start, end) waiting for peers
+    device_ops: dict[str, list[tuple[float, float, str, str]]] = dataclasses.field(default_factory=dict)
+    device_waits: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
 
 
 def read_timeline(profile_data) -> Timeline:
@@ -46,6 +49,7 @@ def read_timeline(profile_data) -> Timeline:
     host_stats = dict(meta.stats) if meta is not None else {}
     transfers: list[Transfer] = []
     host_events: list[HostEvent] = []
+    waits: list[tuple[float, float, str]] = []
 
     backend, device_name, device_stats = "cpu", "", {}
     kernel_starts: dict[str, dict[int, float]] = {p.name: {} for p in device_planes}
@@ -59,7 +63,9 @@ def read_timeline(profile_data) -> Timeline:
     elif host is not None:
         for line in host.lines:
             if line.name.startswith(CPU_EXECUTOR_PREFIXES):
-                acc.add_line(cpu_op_events(line, host_events))
+                acc.add_line(cpu_op_events(line, host_events, waits))
+        for start, end, device in waits:
+            acc.device_waits.setdefault(device, []).append((start, end))
         if "cpu_version" not in host_stats and not acc.by_key:
             backend = "unknown"
 
@@ -78,4 +84,4 @@ def read_timeline(profile_data) -> Timeline:
     return Timeline(backend=backend, device_name=device_name, device_stats=device_stats,
                     ops=acc.stats(), steps=steps, host_stats=host_stats, step_module=acc.step_module(), busy=merge_intervals(acc.busy_spans()),
                     host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns),
-                    devices=devices, allocators=allocators)
+                    devices=devices, allocators=allocators, device_ops=acc.device_ops, device_waits=acc.device_waits)

@@ -81,6 +81,8 @@ def _summary(doc: dict, console: Console) -> None:
     if s.get("device_capacity_bytes"):
         table.add_row("device memory", mib(s["device_capacity_bytes"]))
     for dev in s.get("devices", []):
+        if "kernels" not in dev:
+            continue
         cats = ", ".join(f"{k} {v:.2f} ms" for k, v in list(dev["time_by_category_ms"].items())[:4])
         idle = f"; idle {dev['idle_in_steps_ms']:.2f} ms in steps" if "idle_in_steps_ms" in dev else ""
         if dev.get("launch_delay_median_us") is not None:
@@ -103,8 +105,27 @@ def _summary(doc: dict, console: Console) -> None:
                 if site["bytes"] >= 0.01 * entry["bytes"]:
                     table.add_row("", f"{mib(site['bytes'])} allocated at {site['site']}")
     console.print(table)
+    _device_table(doc, console)
     for note in doc.get("notes", []):
         console.print(Text(f"note: {note}", style="dim"))
+
+
+def _device_table(doc: dict, console: Console) -> None:
+    """Per-device figures per step when the run has more than one device; the slowest marked."""
+    devices = [d for d in doc["summary"].get("devices", []) if "compute_ms" in d]
+    if len(devices) < 2:
+        return
+    hosts = len({d["host"] for d in devices})
+    table = Table(title=f"{len(devices)} devices on {hosts} host{'s' if hosts > 1 else ''}: mean per step "
+                        "(collective time split into transfer and waiting for peers)")
+    for col in ("device", "host", "compute", "collective transfer", "collective wait", "idle", "peak memory", ""):
+        table.add_column(col, justify="left" if col in ("device", "host", "") else "right")
+    for d in devices:
+        peak = mib(d["peak_memory_bytes"]) if d.get("peak_memory_bytes") is not None else "unknown"
+        table.add_row(d["name"], d["host"], f"{d['compute_ms']:.2f} ms", f"{d['collective_transfer_ms']:.2f} ms",
+                      f"{d['collective_wait_ms']:.2f} ms", f"{d['idle_ms']:.2f} ms", peak,
+                      Text("slowest", style="bold red") if d.get("slowest") else "")
+    console.print(table)
 
 
 def _warnings(doc: dict, console: Console) -> None:

@@ -1,0 +1,88 @@
+"""Per-device activity in the steps: compute, collective transfer, waiting for peers, idle.
+
+Each op event already carries the device that ran it (see `host_lines.cpu_op_events` and
+`device_planes`); which ops are collectives comes from their HLO instruction's opcode, never
+from the event's name (JAX names an all-reduce after its primitive, e.g. `psum_invariant.14`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Optional
+
+from ..model import AllocatorPeak, DeviceActivity, HloModule, Step, merge_intervals, overlap_ns
+
+_GPU_INDEX = re.compile(r"/device:(?:GPU|TPU):(\d+)$")
+
+
+def _in_steps(spans, steps: list[Step]) -> float:
+    return sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in steps)
+
+
+def _order(name: str) -> tuple:
+    tail = name.rsplit(":", 1)[-1]
+    return (name.rsplit(":", 1)[0], int(tail) if tail.isdigit() else 0)
+
+
+def device_activity(host: str, device_ops: dict[str, list[tuple[float, float, str, str]]],
+                    device_waits: dict[str, list[tuple[float, float]]], steps: list[Step],
+                    modules: dict[str, HloModule], step_peak: Optional[int],
+                    allocators: list[AllocatorPeak]) -> list[DeviceActivity]:
+    """One `DeviceActivity` per device that ran ops, in device order; figures per step."""
+    if not steps:
+        return []
+    count = len(steps)
+    total = sum(s.duration_ns for s in steps)
+    out = []
+    for name in sorted(device_ops, key=_order):
+        ops = device_ops[name]
+        busy = merge_intervals((start, end) for start, end, _, _ in ops)
+        per_collective: dict[str, list[tuple[float, float]]] = {}
+        for start, end, module, op in ops:
+            mod = modules.get(module)
+            ins = mod.instructions.get(op) if mod else None
+            if ins is not None and ins.collective:
+                per_collective.setdefault(op, []).append((start, end))
+        collective = merge_intervals(span for spans in per_collective.values() for span in spans)
+        wait_by_op = _waits_by_collective(device_waits.get(name, []), per_collective)
+        busy_ns, coll_ns = _in_steps(busy, steps), _in_steps(collective, steps)
+        wait_ns = min(coll_ns, _in_steps(merge_intervals(w for ws in wait_by_op.values() for w in ws), steps))
+        out.append(DeviceActivity(
+            name=name, host=host,
+            compute_ns=max(0.0, busy_ns - coll_ns) / count,
+            transfer_ns=max(0.0, coll_ns - wait_ns) / count,
+            wait_ns=wait_ns / count,
+            idle_ns=max(0.0, total - busy_ns) / count,
+            step_ns=total / count, steps=count,
+            collectives={op: _in_steps(merge_intervals(spans), steps) / count
+                         for op, spans in sorted(per_collective.items())},
+            collective_wait={op: _in_steps(merge_intervals(spans), steps) / count
+                             for op, spans in sorted(wait_by_op.items())},
+            peak_bytes=_peak(name, step_peak, allocators),
+        ))
+    return out
+
+
+def _waits_by_collective(waits, per_collective) -> dict[str, list[tuple[float, float]]]:
+    """Each wait for peers, clipped to the collective it happened in (the one enclosing its start)."""
+    spans = sorted((start, end, op) for op, ss in per_collective.items() for start, end in ss)
+    starts = [s for s, _, _ in spans]
+    out: dict[str, list[tuple[float, float]]] = {}
+    for start, end in waits:
+        i = bisect.bisect_right(starts, start) - 1
+        if i >= 0 and spans[i][1] > start:
+            out.setdefault(spans[i][2], []).append((start, min(end, spans[i][1])))
+    return out
+
+
+def _peak(name: str, step_peak: Optional[int], allocators: list[AllocatorPeak]) -> Optional[int]:
+    """The device's allocator peak on GPU/TPU (`GPU_<i>_bfc`), else the step program's peak: on
+    the CPU backend every device runs the same partitioned program, so each has its peak."""
+    match = _GPU_INDEX.search(name)
+    if match:
+        kind = "GPU" if "GPU" in name else "TPU"
+        for a in allocators:
+            if a.allocator.startswith(f"{kind}_{match.group(1)}_"):
+                return a.peak_bytes
+    return step_peak
