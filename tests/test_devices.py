@@ -1,0 +1,74 @@
+"""Run -> hosts -> devices, on traces recorded on 8 simulated CPU devices (fixtures/record_parallel.py)."""
+
+import shutil
+
+import pytest
+
+from conftest import FIXTURES, cli
+from advisor.engine import analyze_path
+
+
+def test_data_parallel_is_one_run_of_eight_devices(loaded_profile):
+    (analysis,) = loaded_profile("parallel/data_parallel")
+    p = analysis.profile
+    assert [h.name for h in p.hosts] == ["vm"]
+    assert [d.name for d in p.device_activity] == [f"cpu:{i}" for i in range(8)]
+    for d in p.device_activity:
+        # the four parts add up to the step, per device: no device's figure is a sum over devices
+        assert d.compute_ns + d.transfer_ns + d.wait_ns + d.idle_ns == pytest.approx(d.step_ns, rel=1e-6)
+        assert d.compute_ns > 0 and d.transfer_ns > 0 and d.wait_ns > 0
+        assert d.peak_bytes == p.memory.peak_bytes
+    # the gradient all-reduces are found through their HLO opcode, the one JAX named after psum too
+    module = p.modules[p.step_module]
+    ran = set(p.device_activity[0].collectives)
+    assert "psum_invariant.119" in ran
+    assert {module.instructions[op].opcode for op in ran} == {"all-reduce"}
+    summary = analysis.summary
+    assert summary["op_time_per_step_ms"] < summary["step_time_ms"]
+    assert len(summary["devices"]) == 8 and {d["host"] for d in summary["devices"]} == {"vm"}
+    assert sum(d["slowest"] for d in summary["devices"]) == 1
+
+
+def test_fsdp_parameters_are_sharded_and_gathered(loaded_profile):
+    p = loaded_profile("parallel/fsdp")[0].profile
+    module = p.modules[p.step_module]
+    params = [i for i in module.instructions.values() if i.opcode == "parameter" and i.computation.startswith("main")]
+    weights = [i for i in params if i.dims == (64, 512)]   # 512 x 512 weights, 1/8 per device
+    assert weights and all(i.sharded for i in weights)
+    gathers = [i for i in module.instructions.values() if i.collective == "all-gather"]
+    assert gathers and max(i.bytes_moved(8) for i in gathers) == 512 * 512 * 4 * 7 // 8
+
+
+def test_single_device_is_one_host_with_one_device(loaded_profile):
+    (analysis,) = loaded_profile("transformer_scan")
+    p = analysis.profile
+    assert len(p.hosts) == 1 and [d.name for d in p.device_activity] == ["cpu:0"]
+    d = p.device_activity[0]
+    assert d.transfer_ns == d.wait_ns == 0 and d.compute_ns > 0
+    assert len(analysis.summary["devices"]) == 1
+
+
+def test_text_report_has_a_device_table_only_for_many_devices():
+    many = cli("analyze", FIXTURES / "parallel" / "straggler").stdout
+    assert "8 devices on 1 host" in many and "slowest" in many and "cpu:7" in many
+    one = cli("analyze", FIXTURES / "transformer_scan").stdout
+    assert "devices on" not in one
+
+
+def test_host_files_in_one_folder_are_one_run(tmp_path, loaded_profile):
+    src = next((FIXTURES / "parallel" / "straggler").rglob("*.xplane.pb"))
+    run = tmp_path / "run"
+    run.mkdir()
+    for host in ("worker0", "worker1"):
+        shutil.copy(src, run / f"{host}.xplane.pb")
+    (run / "worker2.xplane.pb").write_bytes(src.read_bytes()[:5000])    # a truncated host
+    (analysis,) = analyze_path(tmp_path)
+    p = analysis.profile
+    assert [h.name for h in p.hosts] == ["worker0", "worker1"]
+    assert len(p.device_activity) == 16 and {d.host for d in p.device_activity} == {"worker0", "worker1"}
+    assert any(w.startswith("host worker2 skipped") for w in p.warnings)
+    # the same host twice: lined up by step number, the run's step time is that host's
+    assert p.step_time_ns == loaded_profile("parallel/straggler")[0].profile.step_time_ns
+    doc = analysis.to_json()
+    assert [h["name"] for h in doc["hosts"]] == ["worker0", "worker1"]
+    assert all(len(h["devices"]) == 8 for h in doc["hosts"])
