@@ -122,6 +122,12 @@ class HloModule:
     has_remat: bool                      # JAX marked some ops as rematerialized (checkpoint)
     grad_accumulation_steps: Optional[int] = None   # trip count of a loop computing gradients (0: unknown)
     updated_parameters: frozenset[int] = frozenset()  # entry parameters returned updated (train state)
+    # entry parameter number -> True split over devices, False a full copy on each, None unknown
+    parameter_sharded: dict[int, Optional[bool]] = dataclasses.field(default_factory=dict)
+
+    def collectives(self) -> list[Instruction]:
+        """The module's collective instructions (async `-done` halves left out: the `-start` carries them)."""
+        return [i for i in self.instructions.values() if i.collective and not i.opcode.endswith("-done")]
 
     @property
     def key(self) -> str:

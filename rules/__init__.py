@@ -9,6 +9,7 @@ from . import (
     missing_remat,
     recompilation,
     remat_too_broad,
+    replicated_state,
     scan_dynamic_update_slice,
     unneeded_grad_accumulation,
 )
@@ -24,5 +25,6 @@ ALL = [
     host_bound.RULE,
     host_device_transfer.RULE,
     remat_too_broad.RULE,
+    replicated_state.RULE,
 ]
 BY_ID = {rule.id: rule for rule in ALL}
