@@ -160,6 +160,7 @@ def _activity(d, slowest) -> dict[str, Any]:
         "compute_ms": round(d.compute_ns / 1e6, 3),
         "collective_transfer_ms": round(d.transfer_ns / 1e6, 3),
         "collective_wait_ms": round(d.wait_ns / 1e6, 3),
+        "collective_exposed_ms": round(d.exposed_ns / 1e6, 3),
         "idle_ms": round(d.idle_ns / 1e6, 3),
         "step_mean_ms": round(d.step_ns / 1e6, 3),
         "collectives_ms": {k: round(v / 1e6, 3) for k, v in sorted(d.collectives.items(), key=lambda kv: -kv[1])},

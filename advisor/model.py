@@ -256,12 +256,14 @@ class DeviceActivity:
     compute_ns: float               # per step: ops other than collectives
     transfer_ns: float              # per step: collectives, less waiting for peers
     wait_ns: float                  # per step: waiting for peers inside collectives
+    exposed_ns: float               # per step: collective time with no compute of this device beside it
     idle_ns: float                  # per step: no op running on the device
     step_ns: float                  # per step: the host's step time
     steps: int
     collectives: dict[str, float] = dataclasses.field(default_factory=dict)   # HLO instruction -> ns per step
     collective_wait: dict[str, float] = dataclasses.field(default_factory=dict)  # instruction -> wait ns per step
     peak_bytes: Optional[int] = None        # the device's memory peak (step program, or its allocator)
+    top_ops: dict[str, float] = dataclasses.field(default_factory=dict)   # its longest ops (not collectives), ns per step
 
     @property
     def busy_ns(self) -> float:

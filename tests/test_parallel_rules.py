@@ -1,6 +1,8 @@
 """replicated-state, exposed-communication and device-imbalance on traces recorded on 8 simulated
 CPU devices (fixtures/record_parallel.py), each firing where the problem is and silent where not."""
 
+import pytest
+
 from advisor.rules import BY_ID
 
 
@@ -28,4 +30,42 @@ def test_replicated_state_silent_where_state_is_sharded_small_or_on_one_device(l
 
 
 def test_rules_are_registered():
-    assert {"replicated-state"} <= set(BY_ID)
+    assert {"replicated-state", "exposed-communication", "device-imbalance"} <= set(BY_ID)
+
+
+def test_exposed_communication_fires_where_collectives_dominate(loaded_profile):
+    for name in ("parallel/comm_bound", "parallel/fsdp"):
+        (f,) = findings(loaded_profile, name, "exposed-communication")
+        ev = f.evidence
+        assert ev["transfer_share"] >= 0.2 and ev["devices"] == 8
+        assert ev["transfer_ms"] + ev["wait_ms"] == pytest.approx(ev["exposed_collective_ms"], abs=0.01)
+        assert ev["bytes_per_device_per_step"] > 0 and ev["collectives"][0]["algorithmic_gb_per_s"] > 0
+        assert f.severity == "info" and "share the host's cores" in f.recommendation.cost
+    (f,) = findings(loaded_profile, "parallel/comm_bound", "exposed-communication")
+    # one 8 MiB gradient all-reduce per step: 2 x 8 MiB x 7/8 through each device
+    (row,) = f.evidence["collectives"]
+    assert row["opcode"] == "all-reduce" and row["bytes_per_device"] == pytest.approx(2 * 8 * 2**20 * 7 / 8, rel=0.01)
+    assert "more work per synchronization" in f.recommendation.text
+    (f,) = findings(loaded_profile, "parallel/fsdp", "exposed-communication")
+    assert "fewer, larger collectives" in f.recommendation.text     # 25 small all-gathers and all-to-alls
+
+
+def test_exposed_communication_silent_where_compute_or_waiting_dominates(loaded_profile):
+    for name in ("parallel/compute_bound", "parallel/straggler", "transformer_scan"):
+        assert not findings(loaded_profile, name, "exposed-communication"), name
+
+
+def test_device_imbalance_names_the_straggler(loaded_profile):
+    (f,) = findings(loaded_profile, "parallel/straggler", "device-imbalance")
+    ev = f.evidence
+    assert ev["straggler"] == "cpu:5" and ev["host"] == "vm"
+    assert ev["ratio"] > 5 and ev["straggler_wait_ms"] < 0.5 * ev["typical_wait_ms"]
+    assert ev["extra_time_in"] and f.source and f.source.endswith("straggler.py:25")
+    assert "cpu:5" in f.title and "ms" in f.title
+
+
+def test_device_imbalance_never_blames_a_balanced_program(loaded_profile):
+    # core sharing makes these devices' compute differ by up to 2x for the same work
+    for name in ("parallel/compute_bound", "parallel/data_parallel", "parallel/fsdp", "parallel/comm_bound",
+                 "corpus/sharded_jit_warm", "corpus/pmap_warm", "transformer_scan"):
+        assert not findings(loaded_profile, name, "device-imbalance"), name

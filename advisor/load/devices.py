@@ -11,8 +11,9 @@ import bisect
 import re
 from typing import Optional
 
-from ..model import AllocatorPeak, DeviceActivity, HloModule, Step, merge_intervals, overlap_ns
+from ..model import CONTROL_FLOW, AllocatorPeak, DeviceActivity, HloModule, Step, merge_intervals, overlap_ns
 
+TOP_OPS = 12       # ops kept per device, by time: enough to say where a straggler's extra time goes
 _GPU_INDEX = re.compile(r"/device:(?:GPU|TPU):(\d+)$")
 
 
@@ -39,20 +40,27 @@ def device_activity(host: str, device_ops: dict[str, list[tuple[float, float, st
         ops = device_ops[name]
         busy = merge_intervals((start, end) for start, end, _, _ in ops)
         per_collective: dict[str, list[tuple[float, float]]] = {}
+        other: list[tuple[float, float]] = []
+        op_ns: dict[str, float] = {}
         for start, end, module, op in ops:
             mod = modules.get(module)
             ins = mod.instructions.get(op) if mod else None
             if ins is not None and ins.collective:
                 per_collective.setdefault(op, []).append((start, end))
+            elif ins is None or ins.opcode not in CONTROL_FLOW:
+                other.append((start, end))
+                op_ns[op] = op_ns.get(op, 0.0) + (end - start)
         collective = merge_intervals(span for spans in per_collective.values() for span in spans)
         wait_by_op = _waits_by_collective(device_waits.get(name, []), per_collective)
         busy_ns, coll_ns = _in_steps(busy, steps), _in_steps(collective, steps)
+        hidden_ns = _in_steps(_intersect(collective, merge_intervals(other)), steps)
         wait_ns = min(coll_ns, _in_steps(merge_intervals(w for ws in wait_by_op.values() for w in ws), steps))
         out.append(DeviceActivity(
             name=name, host=host,
             compute_ns=max(0.0, busy_ns - coll_ns) / count,
             transfer_ns=max(0.0, coll_ns - wait_ns) / count,
             wait_ns=wait_ns / count,
+            exposed_ns=max(0.0, coll_ns - hidden_ns) / count,
             idle_ns=max(0.0, total - busy_ns) / count,
             step_ns=total / count, steps=count,
             collectives={op: _in_steps(merge_intervals(spans), steps) / count
@@ -60,7 +68,22 @@ def device_activity(host: str, device_ops: dict[str, list[tuple[float, float, st
             collective_wait={op: _in_steps(merge_intervals(spans), steps) / count
                              for op, spans in sorted(wait_by_op.items())},
             peak_bytes=_peak(name, step_peak, allocators),
+            top_ops={op: ns / count for op, ns in sorted(op_ns.items(), key=lambda kv: -kv[1])[:TOP_OPS]},
         ))
+    return out
+
+
+def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Where two merged (sorted, disjoint) interval lists overlap."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if start < end:
+            out.append((start, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
     return out
 
 
