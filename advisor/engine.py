@@ -163,6 +163,7 @@ def _activity(d, slowest) -> dict[str, Any]:
         "collective_exposed_ms": round(d.exposed_ns / 1e6, 3),
         "idle_ms": round(d.idle_ns / 1e6, 3),
         "step_mean_ms": round(d.step_ns / 1e6, 3),
+        "steps": d.steps,
         "collectives_ms": {k: round(v / 1e6, 3) for k, v in sorted(d.collectives.items(), key=lambda kv: -kv[1])},
         "peak_memory_bytes": d.peak_bytes,
         "slowest": d is slowest,

@@ -258,8 +258,8 @@ class DeviceActivity:
     wait_ns: float                  # per step: waiting for peers inside collectives
     exposed_ns: float               # per step: collective time with no compute of this device beside it
     idle_ns: float                  # per step: no op running on the device
-    step_ns: float                  # per step: the host's step time
-    steps: int
+    step_ns: float                  # per step: the host's step time (the traced window when steps is 0)
+    steps: int                      # steps measured; 0: the trace has none, figures are over its window
     collectives: dict[str, float] = dataclasses.field(default_factory=dict)   # HLO instruction -> ns per step
     collective_wait: dict[str, float] = dataclasses.field(default_factory=dict)  # instruction -> wait ns per step
     peak_bytes: Optional[int] = None        # the device's memory peak (step program, or its allocator)

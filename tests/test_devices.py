@@ -72,3 +72,15 @@ def test_host_files_in_one_folder_are_one_run(tmp_path, loaded_profile):
     doc = analysis.to_json()
     assert [h["name"] for h in doc["hosts"]] == ["worker0", "worker1"]
     assert all(len(h["devices"]) == 8 for h in doc["hosts"])
+
+
+def test_real_eight_gpu_trace_reports_each_gpu(loaded_profile):
+    """TensorFlow BERT on 8 V100s (3 ran kernels in the window): no steps, so the figures cover the window."""
+    (analysis,) = loaded_profile("gpu-traces/tf_bert_v100_multiworker")
+    s = analysis.summary
+    active = [d["name"] for d in s["devices"]]
+    assert sorted(active + s["devices_idle"]) == sorted(f"/device:GPU:{i}" for i in range(8))
+    for d in s["devices"]:
+        assert d["steps"] == 0 and d["kernels"] >= 0 and "compute_ms" in d
+        assert d["compute_ms"] + d["collective_transfer_ms"] + d["collective_wait_ms"] + d["idle_ms"] == \
+            pytest.approx(d["step_mean_ms"], abs=0.01)

@@ -30,10 +30,15 @@ def device_activity(host: str, device_ops: dict[str, list[tuple[float, float, st
                     device_waits: dict[str, list[tuple[float, float]]], steps: list[Step],
                     modules: dict[str, HloModule], step_peak: Optional[int],
                     allocators: list[AllocatorPeak]) -> list[DeviceActivity]:
-    """One `DeviceActivity` per device that ran ops, in device order; figures per step."""
+    """One `DeviceActivity` per device that ran ops, in device order; figures per step, or over
+    the whole traced window (`steps` 0) when the trace has no steps."""
     if not steps:
-        return []
-    count = len(steps)
+        starts = [ops[0][0] for ops in device_ops.values() if ops]
+        if not starts:
+            return []
+        end = max(e for ops in device_ops.values() for _, e, _, _ in ops)
+        steps = [Step(number=-1, start_ns=min(starts), end_ns=end, annotated=False)]
+    count = max(1, len(steps))
     total = sum(s.duration_ns for s in steps)
     out = []
     for name in sorted(device_ops, key=_order):
@@ -45,7 +50,7 @@ def device_activity(host: str, device_ops: dict[str, list[tuple[float, float, st
         for start, end, module, op in ops:
             mod = modules.get(module)
             ins = mod.instructions.get(op) if mod else None
-            if ins is not None and ins.collective:
+            if (ins.collective if ins is not None else _is_collective_kernel(op)):
                 per_collective.setdefault(op, []).append((start, end))
             elif ins is None or ins.opcode not in CONTROL_FLOW:
                 other.append((start, end))
@@ -62,7 +67,7 @@ def device_activity(host: str, device_ops: dict[str, list[tuple[float, float, st
             wait_ns=wait_ns / count,
             exposed_ns=max(0.0, coll_ns - hidden_ns) / count,
             idle_ns=max(0.0, total - busy_ns) / count,
-            step_ns=total / count, steps=count,
+            step_ns=total / count, steps=count if steps[0].number != -1 else 0,
             collectives={op: _in_steps(merge_intervals(spans), steps) / count
                          for op, spans in sorted(per_collective.items())},
             collective_wait={op: _in_steps(merge_intervals(spans), steps) / count
@@ -71,6 +76,13 @@ def device_activity(host: str, device_ops: dict[str, list[tuple[float, float, st
             top_ops={op: ns / count for op, ns in sorted(op_ns.items(), key=lambda kv: -kv[1])[:TOP_OPS]},
         ))
     return out
+
+
+def _is_collective_kernel(name: str) -> bool:
+    """A GPU kernel of NCCL/RCCL that no HLO instruction describes (e.g. a TensorFlow all-reduce):
+    the kernel's own name, which the collective library gives it, not a framework's op name."""
+    return name.startswith(("ncclKernel", "ncclDevKernel", "rcclKernel", "ncclAllReduce", "ncclAllGather",
+                            "ncclReduceScatter"))
 
 
 def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -116,7 +116,8 @@ def _device_table(doc: dict, console: Console) -> None:
     if len(devices) < 2:
         return
     hosts = len({d["host"] for d in devices})
-    table = Table(title=f"{len(devices)} devices on {hosts} host{'s' if hosts > 1 else ''}: mean per step "
+    per = "mean per step" if all(d.get("steps") for d in devices) else "over the traced window (no steps)"
+    table = Table(title=f"{len(devices)} devices on {hosts} host{'s' if hosts > 1 else ''}: {per} "
                         "(collective time split into transfer and waiting for peers)")
     for col in ("device", "host", "compute", "collective transfer", "collective wait", "idle", "peak memory", ""):
         table.add_column(col, justify="left" if col in ("device", "host", "") else "right")
