@@ -84,3 +84,19 @@ def test_real_eight_gpu_trace_reports_each_gpu(loaded_profile):
         assert d["steps"] == 0 and d["kernels"] >= 0 and "compute_ms" in d
         assert d["compute_ms"] + d["collective_transfer_ms"] + d["collective_wait_ms"] + d["idle_ms"] == \
             pytest.approx(d["step_mean_ms"], abs=0.01)
+
+
+def test_two_host_run_is_one_run_lined_up_by_step(loaded_profile):
+    """Two jax.distributed processes (gloo), 4 simulated devices each, one run folder."""
+    (analysis,) = loaded_profile("parallel/two_hosts")
+    p = analysis.profile
+    assert [h.name for h in p.hosts] == ["host0", "host1"]
+    assert [len(h.devices) for h in p.hosts] == [4, 4]
+    assert {d.host for d in p.device_activity} == {"host0", "host1"}
+    # each host has its own clock: the run's step is the slower host's, step by step
+    slower = sorted(max(h.step_ns(s.number) for h in p.hosts) for s in p.steps)
+    assert p.step_time_ns == pytest.approx((slower[1] + slower[2]) / 2)
+    assert p.step_time_ns >= max(sorted(s.duration_ns for s in h.steps)[1] for h in p.hosts)
+    # gloo records no rendezvous waits: they are estimated, and the run says so
+    assert any("no wait-for-peers events" in n for n in p.notes)
+    assert all(d.wait_ns >= 0 and d.transfer_ns > 0 for d in p.device_activity)

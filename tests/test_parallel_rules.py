@@ -69,3 +69,10 @@ def test_device_imbalance_never_blames_a_balanced_program(loaded_profile):
     for name in ("parallel/compute_bound", "parallel/data_parallel", "parallel/fsdp", "parallel/comm_bound",
                  "corpus/sharded_jit_warm", "corpus/pmap_warm", "transformer_scan"):
         assert not findings(loaded_profile, name, "device-imbalance"), name
+
+
+def test_device_imbalance_names_the_slow_host(loaded_profile):
+    (f,) = findings(loaded_profile, "parallel/two_hosts_straggler", "device-imbalance")
+    assert f.evidence["host"] == "host1" and f.evidence["hosts"] == 2
+    assert "every device of host host1 is slow" in f.recommendation.text
+    assert not findings(loaded_profile, "parallel/two_hosts", "device-imbalance")

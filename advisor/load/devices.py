@@ -121,3 +121,24 @@ def _peak(name: str, step_peak: Optional[int], allocators: list[AllocatorPeak]) 
             if a.allocator.startswith(f"{kind}_{match.group(1)}_"):
                 return a.peak_bytes
     return step_peak
+
+
+def estimate_peer_waits(devices: list[DeviceActivity]) -> list[str]:
+    """Where a collective has no wait-for-peers events on any device (gloo across processes, GPU
+    kernels), estimate each device's wait as its time in that collective beyond the shortest
+    time any device spent in it per step: the last to arrive waits least, the difference is
+    waiting for it. Returns the collectives so estimated (for the run's notes)."""
+    estimated = []
+    ops = sorted({op for d in devices for op in d.collectives})
+    for op in ops:
+        having = [d for d in devices if op in d.collectives]
+        if len(having) < 2 or any(d.collective_wait.get(op, 0.0) > 0 for d in having):
+            continue
+        shortest = min(d.collectives[op] for d in having)
+        for d in having:
+            extra = d.collectives[op] - shortest
+            d.collective_wait[op] = extra
+            d.wait_ns += extra
+            d.transfer_ns = max(0.0, d.transfer_ns - extra)
+        estimated.append(op)
+    return estimated

@@ -11,7 +11,7 @@ from ..locate import RunFiles, host_name
 from ..model import Buffer, HloModule, Host, MemoryAtPeak, Profile
 from ..categories import categorize
 from .hlo import parse_module, split_key
-from .devices import device_activity
+from .devices import device_activity, estimate_peer_waits
 from .memprof import read_memory_profile
 from .timeline import Timeline, read_timeline
 from .xplane_stream import StreamSpace, XSpaceError
@@ -97,6 +97,11 @@ def load_run(run: RunFiles) -> Profile:
                   devices=device_activity(host_name(run.xplane), timeline.device_ops, timeline.device_waits,
                                           timeline.steps, modules, step_peak, timeline.allocators))]
     hosts += _other_hosts(run, timeline, modules, step_peak, warnings)
+    estimated = estimate_peer_waits([d for h in hosts for d in h.devices])
+    if estimated:
+        notes.append(f"{len(estimated)} collective(s) of the step carry no wait-for-peers events (e.g. gloo across "
+                     "hosts, GPU kernels): each device's wait in them is estimated as its time beyond the shortest "
+                     "device's time in the same collective")
     return Profile(
         path=str(run.xplane),
         backend=backend,
