@@ -146,6 +146,8 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, me
     limit = parse_size_flag(memory_limit, "--memory-limit")
     items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
     config = workloads.resolve(name, preset, items)
+    from advisor.workloads import parallel
+    parallel.ensure_cpu_devices(parallel.devices_needed(config))    # before JAX starts its CPU backend
     progress = _progress(True)
     try:
         run_dir = profile_workload(name, preset, config, logdir, progress, limit)
