@@ -100,3 +100,12 @@ def test_two_host_run_is_one_run_lined_up_by_step(loaded_profile):
     # gloo records no rendezvous waits: they are estimated, and the run says so
     assert any("no wait-for-peers events" in n for n in p.notes)
     assert all(d.wait_ns >= 0 and d.transfer_ns > 0 for d in p.device_activity)
+
+
+def test_html_report_charts_each_device(loaded_profile):
+    from advisor.report.html import _device_chart
+
+    summary = loaded_profile("parallel/straggler")[0].summary
+    (chart,) = _device_chart(summary)
+    assert "<svg" in chart and "cpu:5" in chart and "slowest" in chart and "ms per step" in chart
+    assert _device_chart(loaded_profile("transformer_scan")[0].summary) == []
