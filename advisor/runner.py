@@ -153,8 +153,8 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
     try:
         state = built.init_state()
         metrics = zero_metrics(built.loss_fn, state, minibatch)
+        initial_loss = built.eval_loss(state.params)     # on one device, before the state is spread
         state, metrics = built.place(state, metrics)
-        initial_loss = built.eval_loss(state.params)
         progress("warming up (1 step, not profiled)")
         state, metrics = compiled(state, metrics, built.batch)
         first_loss = float(metrics["loss"][0] / metrics["loss"][1])

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, advisor
+from conftest import ROOT, advisor, cli
 from advisor import workloads
 from advisor.workloads.config import ConfigError
 
@@ -41,3 +41,14 @@ def test_run_workload_creates_the_devices_and_advises_fsdp(tmp_path):
     (f,) = [f for f in run["findings"] if f["rule"] == "replicated-state"]
     assert f["recommendation"]["config"] == {"parallel.fsdp": True}
     assert f["evidence"]["devices"] == 8
+
+
+def test_run_workload_on_two_hosts_writes_one_run(tmp_path):
+    proc = cli("run-workload", "mlp", "--preset", "tiny", "--hosts", "2", "--set", "parallel.data=4",
+               "--steps", "2", "--logdir", tmp_path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert [(h["name"], h["devices"]) for h in run["hosts"]] == [("host0", ["cpu:0", "cpu:1"]),
+                                                                 ("host1", ["cpu:2048", "cpu:2049"])]
+    assert run["summary"]["run"]["workload"] == "mlp" and len(run["summary"]["devices"]) == 4
+    assert len(list(tmp_path.rglob("*.xplane.pb"))) == 2
