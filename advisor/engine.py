@@ -204,7 +204,7 @@ def summarize(profile: Profile) -> dict[str, Any]:
     steps = profile.steps
     meta = profile.run_metadata
     step_ns = profile.step_time_ns
-    durations = sorted(s.duration_ns for s in steps)
+    durations = sorted(profile.step_durations_ns())
     out: dict[str, Any] = {
         "steps": len(steps),
         "steps_from": ("step annotations" if steps[0].annotated else "executions of the step program")

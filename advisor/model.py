@@ -353,15 +353,17 @@ class Profile:
         instr = self.instruction(op)
         return instr.opcode in CONTROL_FLOW if instr else op.name.split(".")[0] in CONTROL_FLOW
 
-    @property
-    def step_time_ns(self) -> Optional[float]:
-        """Median step time as the slowest host sees each step (hosts lined up by step number)."""
-        if not self.steps:
-            return None
+    def step_durations_ns(self) -> list[float]:
+        """Each step's duration as the slowest host sees it (hosts lined up by step number)."""
         if len(self.hosts) < 2:
-            return statistics.median(s.duration_ns for s in self.steps)
-        per_step = []
+            return [s.duration_ns for s in self.steps]
+        out = []
         for step in self.steps:
             times = [t for t in (h.step_ns(step.number) for h in self.hosts) if t is not None]
-            per_step.append(max(times, default=step.duration_ns))
-        return statistics.median(per_step)
+            out.append(max(times, default=step.duration_ns))
+        return out
+
+    @property
+    def step_time_ns(self) -> Optional[float]:
+        """Median step time, each step as the slowest host (and so the slowest device) sees it."""
+        return statistics.median(self.step_durations_ns()) if self.steps else None

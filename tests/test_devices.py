@@ -109,3 +109,13 @@ def test_html_report_charts_each_device(loaded_profile):
     (chart,) = _device_chart(summary)
     assert "<svg" in chart and "cpu:5" in chart and "slowest" in chart and "ms per step" in chart
     assert _device_chart(loaded_profile("transformer_scan")[0].summary) == []
+
+
+def test_compare_judges_the_slowest_host_per_step(loaded_profile):
+    from advisor.compare import metrics
+
+    (analysis,) = loaded_profile("parallel/two_hosts_straggler")
+    p = analysis.profile
+    expected = [round(max(h.step_ns(s.number) for h in p.hosts) / 1e6, 3) for s in p.steps]
+    assert metrics(analysis).step_times_ms == expected
+    assert expected != [round(s.duration_ns / 1e6, 3) for s in p.hosts[0].steps]
