@@ -70,6 +70,8 @@ GPU = [
     ("GPU (synthetic): 4 minibatches, room to spare", "gpu_accumulate", {ACC}),
     ("GPU (synthetic): 4 minibatches, near capacity", "gpu_accumulate_near_capacity", set()),
     ("GPU (synthetic): bfloat16, float32 logits", "gpu_bf16", {"float32-attention-logits"}),
+    ("GPU (synthetic): 8 GPUs, data parallel, NCCL all-reduce", "gpu_data_parallel", {"replicated-state"}),
+    ("GPU (synthetic): 8 GPUs, GPU 3 computes 4x", "gpu_straggler", {"replicated-state", "device-imbalance"}),
     ("GPU (real, AMD): TE fused attention", "gpu-traces/te_fused_attn", set()),
     ("GPU (real, AMD): attention primitives", "gpu-traces/jax08_attention", set()),
     ("GPU (real, NVIDIA): TensorFlow BERT", "gpu-traces/tf_bert_v100_multiworker", set()),
