@@ -87,6 +87,7 @@ PARALLEL = [
     ("8 devices: compute-bound, small state", "parallel/compute_bound", set()),
     ("2 hosts x 4 devices (gloo)", "parallel/two_hosts", {EXPOSED}),
     ("2 hosts x 4 devices, host1 slow", "parallel/two_hosts_straggler", {IMBALANCE, EXPOSED}),
+    ("2 hosts x 4 devices, host1's input 40 ms late", "parallel/two_hosts_slow_input", {IMBALANCE, EXPOSED}),
 ]
 
 

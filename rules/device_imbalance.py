@@ -8,6 +8,11 @@ hardly waits at all (the straggler's signature: it arrives last), it names that 
 host, its extra compute per step, what the other devices lose waiting, and the ops where its
 extra time goes (against the typical device's time in the same ops).
 
+With several hosts it also looks for a host that launches its steps late: its devices sit idle
+(no op running) much longer than the other hosts' devices, with no more compute, while the
+other hosts' devices wait for theirs in the collectives. That is the host's own doing: an
+input pipeline that delivers the batch late, host-side work between steps, or a compile.
+
 ## Why is this bad?
 Synchronous data parallelism runs at the pace of the slowest device: every collective waits
 for the last participant. One device with more work (an uneven shard, longer sequences,
@@ -37,6 +42,8 @@ must actually wait for the straggler.
 - `cpu_warning_ratio` (default 5.0): on CPU, a warning only from this ratio.
 - `min_extra_share` (default 0.1): its extra compute is at least this share of the step.
 - `max_wait_ratio` (default 0.5): it waits at most this share of what the typical other device waits.
+- `cpu_host_warning_share` (default 0.3): on CPU, a late host is a warning only when its devices' extra
+  idle time is at least this share of the step.
 """
 
 from __future__ import annotations
@@ -52,10 +59,72 @@ TOP_CAUSES = 3      # ops named as where the straggler's extra time goes
 
 
 def check(profile: Profile, min_ratio: float = 1.5, cpu_min_ratio: float = 3.0, cpu_warning_ratio: float = 5.0,
-          min_extra_share: float = 0.1, max_wait_ratio: float = 0.5):
+          min_extra_share: float = 0.1, max_wait_ratio: float = 0.5, cpu_host_warning_share: float = 0.3):
     devices = profile.device_activity
     if len(devices) < 2:
         return
+    found = list(_straggler_device(profile, min_ratio, cpu_min_ratio, cpu_warning_ratio, min_extra_share,
+                                   max_wait_ratio))
+    if not found and len(profile.hosts) > 1:
+        found = list(_late_host(profile, min_extra_share, max_wait_ratio, cpu_host_warning_share))
+    yield from found
+
+
+def _late_host(profile: Profile, min_extra_share: float, max_wait_ratio: float, cpu_host_warning_share: float):
+    """A host whose devices idle (waiting for it to launch the step) while the other hosts' devices wait."""
+    hosts = [h for h in profile.hosts if h.devices]
+    late = max(hosts, key=lambda h: statistics.mean(d.idle_ns for d in h.devices))
+    mine = late.devices
+    theirs = [d for h in hosts if h is not late for d in h.devices]
+    if not theirs:
+        return
+    idle, typical_idle = statistics.mean(d.idle_ns for d in mine), statistics.median(d.idle_ns for d in theirs)
+    step = statistics.mean(d.step_ns for d in mine)
+    extra = idle - typical_idle
+    my_wait, their_wait = statistics.mean(d.wait_ns for d in mine), statistics.median(d.wait_ns for d in theirs)
+    more_compute = statistics.mean(d.compute_ns for d in mine) - statistics.median(d.compute_ns for d in theirs)
+    if step <= 0 or extra < min_extra_share * step or their_wait <= 0 or my_wait > max_wait_ratio * their_wait:
+        return
+    if more_compute >= extra:
+        return      # the devices compute more: a device straggler, not a late launch
+    cpu = profile.backend == "cpu"
+    severity = ("warning" if extra >= cpu_host_warning_share * step else "info") if cpu else RULE.severity
+    cost = "none: the same work, delivered on time"
+    if cpu:
+        cost += "; the hosts here are processes on one machine sharing its cores"
+    yield Finding(
+        rule=RULE.id,
+        severity=severity,
+        title=f"host {late.name} launches its steps late: its {len(mine)} devices sit idle {ms(idle)} per step "
+              f"(the other hosts' {ms(typical_idle)}) while the other hosts' devices wait {ms(their_wait)} per step "
+              "for them in the collectives",
+        evidence={
+            "host": late.name,
+            "devices": [d.name for d in mine],
+            "idle_ms": round(idle / 1e6, 3),
+            "typical_idle_ms": round(typical_idle / 1e6, 3),
+            "extra_idle_ms": round(extra / 1e6, 3),
+            "extra_share_of_step": round(extra / step, 4),
+            "wait_ms": round(my_wait / 1e6, 3),
+            "others_wait_ms": round(their_wait / 1e6, 3),
+            "extra_compute_ms": round(more_compute / 1e6, 3),
+            "hosts": len(hosts),
+        },
+        recommendation=Recommendation(
+            text=f"host {late.name} leaves its devices idle before each step while the others wait: look at its "
+                 "input pipeline (prefetch the next batch to the devices while the step runs), host-side work "
+                 "between steps (logging, checkpoints), and compiles on that host",
+            expected=Expected("step_time", round(min(extra, their_wait) / 1e6, 3), "ms",
+                              f"up to {ms(min(extra, their_wait))} per step, the time the other hosts wait"),
+            cost=cost,
+        ),
+        impact=extra / step,
+    )
+
+
+def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, cpu_warning_ratio: float,
+                      min_extra_share: float, max_wait_ratio: float):
+    devices = profile.device_activity
     slowest = max(devices, key=lambda d: d.compute_ns)
     others = [d for d in devices if d is not slowest]
     typical = statistics.median(d.compute_ns for d in others)

@@ -76,3 +76,13 @@ def test_device_imbalance_names_the_slow_host(loaded_profile):
     assert f.evidence["host"] == "host1" and f.evidence["hosts"] == 2
     assert "every device of host host1 is slow" in f.recommendation.text
     assert not findings(loaded_profile, "parallel/two_hosts", "device-imbalance")
+
+
+def test_device_imbalance_names_a_host_that_launches_late(loaded_profile):
+    """host1 sleeps 40 ms per step before launching it (a slow input pipeline): same compute, its
+    devices idle while host0's wait in the gradient all-reduce."""
+    (f,) = findings(loaded_profile, "parallel/two_hosts_slow_input", "device-imbalance")
+    ev = f.evidence
+    assert ev["host"] == "host1" and len(ev["devices"]) == 4
+    assert ev["extra_idle_ms"] > 5 and ev["others_wait_ms"] > 2 * ev["wait_ms"]
+    assert "input pipeline" in f.recommendation.text and "host host1" in f.title

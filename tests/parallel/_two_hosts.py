@@ -2,12 +2,15 @@
 `jax.distributed` processes (4 simulated CPU devices each, gloo collectives over 127.0.0.1).
 Each process traces itself into its own folder; fixtures/record_parallel.py puts both host
 files into one run folder. With `slow_host` set, that host's devices do 64 times the
-preprocessing work (the other host waits for it at every gradient all-reduce).
+preprocessing work (the other host waits for it at every gradient all-reduce); with the mode
+`input` instead, that host's input pipeline takes 40 ms more per step (the host sleeps before
+it launches the step: its devices sit idle, the other host's wait).
 
-    python _two_hosts.py LOGDIR PROCESS_ID PORT [SLOW_HOST]
+    python _two_hosts.py LOGDIR PROCESS_ID PORT [SLOW_HOST [compute|input]]
 """
 import functools
 import sys
+import time
 
 import jax
 
@@ -33,7 +36,7 @@ def preprocess(x, iters):
     return jax.lax.fori_loop(0, iters, lambda _, h: jnp.tanh(h @ mix), x)
 
 
-def main(logdir, process_id, port, slow_host=None):
+def main(logdir, process_id, port, slow_host=None, mode="compute"):
     jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=process_id)
     mesh = Mesh(np.array(jax.devices()), ("data",))
 
@@ -55,7 +58,8 @@ def main(logdir, process_id, port, slow_host=None):
     opt_state = tx.init(params)
     local = len(jax.local_devices())
     x_local = np.asarray(jax.random.normal(jax.random.fold_in(k2, process_id), (BATCH // 2, WIDTH)))
-    iters_local = np.full(local, 64 if slow_host == process_id else 1, np.int32)
+    slow_compute = slow_host == process_id and mode == "compute"
+    iters_local = np.full(local, 64 if slow_compute else 1, np.int32)
     x, y, iters = (multihost_utils.host_local_array_to_global_array(a, mesh, P("data"))
                    for a in (x_local, np.tanh(x_local[:, ::-1]), iters_local))
     params, opt_state, loss = step(params, opt_state, x, y, iters)
@@ -63,6 +67,8 @@ def main(logdir, process_id, port, slow_host=None):
     with jax.profiler.trace(logdir):
         for i in range(4):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                if slow_host == process_id and mode == "input":
+                    time.sleep(0.04)      # the next batch takes this long to arrive on this host
                 params, opt_state, loss = step(params, opt_state, x, y, iters)
         loss.block_until_ready()
     multihost_utils.sync_global_devices("done")
@@ -70,4 +76,5 @@ def main(logdir, process_id, port, slow_host=None):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None,
+         sys.argv[5] if len(sys.argv) > 5 else "compute")
