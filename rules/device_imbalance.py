@@ -1,4 +1,4 @@
-"""device-imbalance: a straggler device computes longer each step and the others wait for it.
+"""device-imbalance: a straggler device or host makes the others wait for it at every collective.
 
 ## What it does
 Compares the devices' compute time per step (ops other than collectives, on each device's
