@@ -97,6 +97,9 @@ def load_run(run: RunFiles) -> Profile:
                   devices=device_activity(host_name(run.xplane), timeline.device_ops, timeline.device_waits,
                                           timeline.steps, modules, step_peak, timeline.allocators))]
     hosts += _other_hosts(run, timeline, modules, step_peak, warnings)
+    count = sum(len(h.devices) for h in hosts)
+    if backend == "cpu" and count > 1:
+        device_name += f", {count} devices" + (f" on {len(hosts)} hosts" if len(hosts) > 1 else "")
     estimated = estimate_peer_waits([d for h in hosts for d in h.devices])
     if estimated:
         notes.append(f"{len(estimated)} collective(s) of the step carry no wait-for-peers events (e.g. gloo across "
