@@ -119,3 +119,14 @@ def test_compare_judges_the_slowest_host_per_step(loaded_profile):
     expected = [round(max(h.step_ns(s.number) for h in p.hosts) / 1e6, 3) for s in p.steps]
     assert metrics(analysis).step_times_ms == expected
     assert expected != [round(s.duration_ns / 1e6, 3) for s in p.hosts[0].steps]
+
+
+def test_a_host_that_ran_another_program_is_skipped_with_one_line(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for host, fixture in (("host0", "straggler"), ("host1", "data_parallel")):
+        shutil.copy(next((FIXTURES / "parallel" / fixture).rglob("*.xplane.pb")), run / f"{host}.xplane.pb")
+    (analysis,) = analyze_path(run)
+    assert [h.name for h in analysis.profile.hosts] == ["host0"]
+    (line,) = [w for w in analysis.profile.warnings if w.startswith("host host1 skipped")]
+    assert "step program" in line

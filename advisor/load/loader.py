@@ -128,6 +128,9 @@ def load_run(run: RunFiles) -> Profile:
     )
 
 
+SAME_PROGRAM_SHARE = 0.9     # a host runs the first host's program when this share of its ops are its instructions
+
+
 def _other_hosts(run: RunFiles, first: Timeline, modules: dict[str, HloModule], step_peak: Optional[int],
                  warnings: list[str]) -> list[Host]:
     """The run's other hosts: their timelines only (the first host's HLO describes the program they
@@ -146,6 +149,13 @@ def _other_hosts(run: RunFiles, first: Timeline, modules: dict[str, HloModule], 
         if first.step_module and timeline.step_module and \
                 split_key(timeline.step_module)[0] != split_key(first.step_module)[0]:
             warnings.append(f"host {name} skipped: it ran {timeline.step_module}, not {first.step_module}")
+            continue
+        step_module = modules.get(first.step_module or "")
+        ran = {op.name for op in timeline.ops if op.module == timeline.step_module}
+        if step_module is not None and ran and \
+                len(ran & step_module.instructions.keys()) < SAME_PROGRAM_SHARE * len(ran):
+            warnings.append(f"host {name} skipped: its step program {timeline.step_module} is not "
+                            f"{first.step_module}'s (its ops are not that program's instructions)")
             continue
         theirs = {s.number for s in timeline.steps}
         if theirs != numbers:
