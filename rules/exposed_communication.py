@@ -50,6 +50,7 @@ from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, ms, pct
 
+MANY_COLLECTIVES = 4      # per step: from this many small collectives, combining them is the advice
 CPU_NOTE = ("the CPU backend's simulated devices share the host's cores: collectives here are memory copies "
             "between threads, and their share of the step says little about accelerators")
 
@@ -94,7 +95,7 @@ def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int 
                      "algorithmic_gb_per_s": round(moved / busy, 3) if busy > 0 else None})
     count = sum(r["per_step"] for r in rows)
     moved = sum(r["bytes_per_device"] for r in rows)
-    small = count >= 4 and moved / max(count, 1) < small_collective_bytes
+    small = count >= MANY_COLLECTIVES and moved / max(count, 1) < small_collective_bytes
     if small:
         text = (f"{count:.0f} collectives per step move {mib(moved)} per device, {mib(int(moved / count))} each: "
                 "fewer, larger collectives (group the gradients into one all-reduce; XLA combines small ones "
