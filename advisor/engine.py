@@ -185,6 +185,35 @@ def device_entries(profile: Profile) -> list[dict[str, Any]]:
     return out + list(activity.values())
 
 
+def collective_entries(profile: Profile) -> list[dict[str, Any]]:
+    """summary.collectives: each collective instruction of the step program that ran, per step on one
+    device (the mean over devices): executions, bytes each device moves (HLO operand shapes and replica
+    groups, ring), time, transfer and wait apart, and the algorithmic bandwidth of the transfer."""
+    devices = profile.device_activity
+    module = profile.modules.get(profile.step_module or "")
+    if module is None or not devices:
+        return []
+    steps = max(1, len(profile.steps))
+    first = profile.hosts[0].devices if profile.hosts else devices
+    counts = {o.name: o.count / steps / max(1, len(first)) for o in profile.ops if o.module == profile.step_module}
+    out = []
+    for op in sorted({op for d in devices for op in d.collectives}):
+        ins = module.instructions.get(op)
+        if ins is None:
+            continue
+        having = [d for d in devices if op in d.collectives]
+        time_ns = sum(d.collectives[op] for d in having) / len(having)
+        wait_ns = sum(d.collective_wait.get(op, 0.0) for d in having) / len(having)
+        per_step = counts.get(op, 1.0)
+        moved = ins.bytes_moved(len(devices)) * per_step
+        transfer = time_ns - wait_ns
+        out.append({"instruction": op, "opcode": ins.opcode, "per_step": round(per_step, 3),
+                    "bytes_per_device": int(moved), "time_ms": round(time_ns / 1e6, 3),
+                    "transfer_ms": round(transfer / 1e6, 3), "wait_ms": round(wait_ns / 1e6, 3),
+                    "algorithmic_gb_per_s": round(moved / transfer, 3) if transfer > 0 else None})
+    return sorted(out, key=lambda c: -c["time_ms"])
+
+
 def peak_memory(profile: Profile) -> tuple[Optional[int], Optional[str]]:
     """(bytes, where from): the one definition of peak memory analyze, compare and check share.
 
@@ -226,6 +255,7 @@ def summarize(profile: Profile) -> dict[str, Any]:
         out["devices"] = device_entries(profile)
         slowest = profile.slowest_device if len(profile.device_activity) > 1 else None
         out["slowest_device"] = {"name": slowest.name, "host": slowest.host} if slowest else None
+        out["collectives"] = collective_entries(profile)
     if profile.devices:
         out["devices_idle"] = [d.name for d in profile.devices if not d.active]
     if profile.allocators:

@@ -130,3 +130,26 @@ def test_a_host_that_ran_another_program_is_skipped_with_one_line(tmp_path):
     assert [h.name for h in analysis.profile.hosts] == ["host0"]
     (line,) = [w for w in analysis.profile.warnings if w.startswith("host host1 skipped")]
     assert "step program" in line
+
+
+def test_collectives_per_step_from_the_hlo(loaded_profile):
+    """comm_bound all-reduces its 8 MiB of gradients once per step: 2 x 8 MiB x 7/8 through each device."""
+    (c,) = loaded_profile("parallel/comm_bound")[0].summary["collectives"]
+    assert c["opcode"] == "all-reduce" and c["per_step"] == 1
+    assert c["bytes_per_device"] == pytest.approx(2 * 8 * 2**20 * 7 / 8, rel=0.01)
+    assert c["transfer_ms"] + c["wait_ms"] == pytest.approx(c["time_ms"], abs=0.01)
+    assert c["algorithmic_gb_per_s"] > 0
+    text = cli("analyze", FIXTURES / "parallel" / "comm_bound").stdout
+    assert "collectives per step" in text and "GB/s" in text
+
+
+@pytest.mark.parametrize("name", ["parallel/two_hosts", "gpu_straggler", "gpu-traces/tf_bert_v100_multiworker"])
+def test_many_device_json_follows_the_schema(name):
+    import jsonschema
+
+    from conftest import analyze_json
+    from advisor.report.json_report import schema
+
+    doc = analyze_json(FIXTURES / name)
+    jsonschema.Draft202012Validator(schema("analyze")).validate(doc)
+    assert doc["runs"][0]["hosts"] and doc["runs"][0]["summary"]["devices"]

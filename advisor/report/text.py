@@ -6,9 +6,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..units import mib
+from ..units import mib, size
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+MAX_COLLECTIVES = 8     # rows of the collectives table
 
 
 def render(docs: list[dict], console: Console) -> None:
@@ -126,6 +127,19 @@ def _device_table(doc: dict, console: Console) -> None:
         table.add_row(d["name"], d["host"], f"{d['compute_ms']:.2f} ms", f"{d['collective_transfer_ms']:.2f} ms",
                       f"{d['collective_wait_ms']:.2f} ms", f"{d['idle_ms']:.2f} ms", peak,
                       Text("slowest", style="bold red") if d.get("slowest") else "")
+    console.print(table)
+    collectives = doc["summary"].get("collectives") or []
+    if not collectives:
+        return
+    shown = collectives[:MAX_COLLECTIVES]
+    more = f", the {len(shown)} longest of {len(collectives)}" if len(collectives) > len(shown) else ""
+    table = Table(title=f"collectives per step on one device (mean over devices{more}; bytes from the HLO)")
+    for col in ("instruction", "opcode", "per step", "bytes per device", "time", "transfer", "wait", "bandwidth"):
+        table.add_column(col, justify="left" if col in ("instruction", "opcode") else "right")
+    for c in shown:
+        bandwidth = f"{c['algorithmic_gb_per_s']:.2f} GB/s" if c["algorithmic_gb_per_s"] is not None else "n/a"
+        table.add_row(c["instruction"], c["opcode"], f"{c['per_step']:g}", size(c["bytes_per_device"]),
+                      f"{c['time_ms']:.2f} ms", f"{c['transfer_ms']:.2f} ms", f"{c['wait_ms']:.2f} ms", bandwidth)
     console.print(table)
 
 
