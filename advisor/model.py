@@ -124,6 +124,7 @@ class HloModule:
     updated_parameters: frozenset[int] = frozenset()  # entry parameters returned updated (train state)
     # entry parameter number -> True split over devices, False a full copy on each, None unknown
     parameter_sharded: dict[int, Optional[bool]] = dataclasses.field(default_factory=dict)
+    parameter_dims: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)   # per device
 
     def collectives(self) -> list[Instruction]:
         """The module's collective instructions (async `-done` halves left out: the `-start` carries them)."""

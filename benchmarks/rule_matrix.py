@@ -82,6 +82,7 @@ EXPOSED, REPLICATED, IMBALANCE = "exposed-communication", "replicated-state", "d
 PARALLEL = [
     ("8 devices: data parallel, replicated Adam state", "parallel/data_parallel", {REPLICATED, EXPOSED}),
     ("8 devices: FSDP (state sharded)", "parallel/fsdp", {EXPOSED}),
+    ("8 devices: jax.pmap, a copy of the state per device", "parallel/pmap_data_parallel", {REPLICATED}),
     ("8 devices: one device with 64x the work", "parallel/straggler", {IMBALANCE}),
     ("8 devices: 8 MiB all-reduce, 2 examples per device", "parallel/comm_bound", {REPLICATED, EXPOSED}),
     ("8 devices: compute-bound, small state", "parallel/compute_bound", set()),

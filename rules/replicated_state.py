@@ -6,7 +6,9 @@ the batch is split over devices (some input is sharded) while the state the step
 updated (parameters, optimizer state) is replicated, a full copy on every device, and that
 copy is a material share of each device's memory peak, it reports the state bytes per
 device, their share of the per-device peak and the device count. The cost of the fix comes
-from the same HLO: the bytes of the gradient all-reduce the step runs today.
+from the same HLO: the bytes of the gradient all-reduce the step runs today. Under `jax.pmap`
+the state is a stack of one copy per device (each device's slice has a leading dimension of
+1) and the step all-reduces the gradients: those copies count as replicated too.
 
 ## Why is this bad?
 Plain data parallelism keeps N identical copies of the parameters and of the optimizer state
@@ -57,6 +59,8 @@ def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: f
     if not any(sharded.get(n) for n in module.parameter_bytes):
         return      # nothing is split over the devices: not data parallelism
     replicated = {n: module.parameter_bytes[n] for n in module.updated_parameters if sharded.get(n) is False}
+    if not replicated and _pmap_copies(module):
+        replicated = {n: module.parameter_bytes[n] for n in module.updated_parameters}
     state = sum(replicated.values())
     peak = profile.memory.peak_bytes
     share = state / peak
@@ -103,6 +107,16 @@ def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: f
         ),
         impact=share * (1 - 1 / devices),
     )
+
+
+def _pmap_copies(module) -> bool:
+    """`jax.pmap`'s layout: every updated input is one slice of a stack with one copy per device
+    (leading dimension 1 on each device), and the step all-reduces (the gradients): each device
+    holds a full copy of the state, although the HLO calls it split."""
+    state = [module.parameter_dims.get(n, ()) for n in module.updated_parameters]
+    return (len(state) >= 2 and all(module.parameter_sharded.get(n) for n in module.updated_parameters)
+            and all(len(d) >= 1 and d[0] == 1 for d in state)
+            and any(i.collective == "all-reduce" for i in module.collectives()))
 
 
 RULE = Rule(

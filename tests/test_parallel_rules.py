@@ -23,6 +23,12 @@ def test_replicated_state_fires_on_data_parallel(loaded_profile):
     assert f.severity == "info"      # no memory pressure: FSDP costs communication
 
 
+def test_replicated_state_fires_on_pmap_copies(loaded_profile):
+    """jax.pmap stacks one copy of the state per device: split on paper, replicated in fact."""
+    (f,) = findings(loaded_profile, "parallel/pmap_data_parallel", "replicated-state")
+    assert f.evidence["devices"] == 8 and f.evidence["state_bytes_per_device"] > 4 * 2**20
+
+
 def test_replicated_state_silent_where_state_is_sharded_small_or_on_one_device(loaded_profile):
     for name in ("parallel/fsdp", "parallel/straggler", "transformer_scan", "corpus/sharded_jit_warm",
                  "corpus/pmap_warm"):

@@ -91,12 +91,13 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                 if collective_kind(ins.opcode) else 0)
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
-    params, output_bytes, updated, sharded = {}, 0, frozenset(), {}
+    params, output_bytes, updated, sharded, param_dims = {}, 0, frozenset(), {}, {}
     if entry is not None:
         for ins in entry.instructions:
             if ins.opcode == "parameter":
                 params[int(ins.parameter_number)] = shape_info(ins.shape)[2]
                 sharded[int(ins.parameter_number)] = _sharded(ins)
+                param_dims[int(ins.parameter_number)] = shape_info(ins.shape)[1]
             if ins.id == entry.root_id:
                 output_bytes = shape_info(ins.shape)[2]
         updated = _updated_parameters(entry)
@@ -104,7 +105,8 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     return HloModule(name=mod.name, program_id=program_id, instructions=instructions,
                      aliased_parameters=aliased, parameter_bytes=params, output_bytes=output_bytes,
                      has_remat=has_remat, grad_accumulation_steps=accumulation,
-                     updated_parameters=updated, parameter_sharded=sharded)
+                     updated_parameters=updated, parameter_sharded=sharded,
+                     parameter_dims=param_dims)
 
 
 _REPLICATED, _TILED = 0, 3      # xla.OpSharding.Type
