@@ -282,6 +282,7 @@ class Host:
     path: str
     steps: list[Step]
     devices: list[DeviceActivity]
+    compile_ns: float = 0.0         # per step: the host compiling inside its steps (its own compile events)
 
     def step_ns(self, number: int) -> Optional[float]:
         return next((s.duration_ns for s in self.steps if s.number == number), None)

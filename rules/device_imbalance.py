@@ -56,6 +56,7 @@ from advisor.rule import Rule
 from advisor.units import ms, pct
 
 TOP_CAUSES = 3      # ops named as where the straggler's extra time goes
+COMPILE_SHARE = 0.5     # a late host's compiles explain its lateness from this share of its extra idle time
 
 
 def check(profile: Profile, min_ratio: float = 1.5, cpu_min_ratio: float = 3.0, cpu_warning_ratio: float = 5.0,
@@ -89,6 +90,14 @@ def _late_host(profile: Profile, min_extra_share: float, max_wait_ratio: float, 
         return      # the devices compute more: a device straggler, not a late launch
     cpu = profile.backend == "cpu"
     severity = ("warning" if extra >= cpu_host_warning_share * step else "info") if cpu else RULE.severity
+    compiling = late.compile_ns >= COMPILE_SHARE * extra
+    if compiling:
+        cause = (f"host {late.name} compiles inside its steps ({ms(late.compile_ns)} per step): see the "
+                 "recompilation finding; the other hosts wait for it")
+    else:
+        cause = (f"host {late.name} leaves its devices idle before each step while the others wait: look at its "
+                 "input pipeline (prefetch the next batch to the devices while the step runs), host-side work "
+                 "between steps (logging, checkpoints), and compiles on that host")
     cost = "none: the same work, delivered on time"
     if cpu:
         cost += "; the hosts here are processes on one machine sharing its cores"
@@ -108,12 +117,12 @@ def _late_host(profile: Profile, min_extra_share: float, max_wait_ratio: float, 
             "wait_ms": round(my_wait / 1e6, 3),
             "others_wait_ms": round(their_wait / 1e6, 3),
             "extra_compute_ms": round(more_compute / 1e6, 3),
+            "compile_ms_per_step": round(late.compile_ns / 1e6, 3),
+            "likely_cause": "compile" if compiling else "input pipeline or host-side work",
             "hosts": len(hosts),
         },
         recommendation=Recommendation(
-            text=f"host {late.name} leaves its devices idle before each step while the others wait: look at its "
-                 "input pipeline (prefetch the next batch to the devices while the step runs), host-side work "
-                 "between steps (logging, checkpoints), and compiles on that host",
+            text=cause,
             expected=Expected("step_time", round(min(extra, their_wait) / 1e6, 3), "ms",
                               f"up to {ms(min(extra, their_wait))} per step, the time the other hosts wait"),
             cost=cost,

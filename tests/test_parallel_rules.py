@@ -92,3 +92,15 @@ def test_device_imbalance_names_a_host_that_launches_late(loaded_profile):
     assert ev["host"] == "host1" and len(ev["devices"]) == 4
     assert ev["extra_idle_ms"] > 5 and ev["others_wait_ms"] > 2 * ev["wait_ms"]
     assert "input pipeline" in f.recommendation.text and "host host1" in f.title
+
+
+def test_device_imbalance_blames_a_compile_on_the_late_host(loaded_profile):
+    """The same late host, compiling inside its steps (set by hand on a copy): the cause is the compile."""
+    import copy
+
+    from advisor.rules import device_imbalance
+
+    profile = copy.deepcopy(loaded_profile("parallel/two_hosts_slow_input")[0].profile)
+    profile.hosts[1].compile_ns = 20e6
+    (f,) = device_imbalance.check(profile)
+    assert f.evidence["likely_cause"] == "compile" and "recompilation" in f.recommendation.text

@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..errors import AdvisorError
 from ..locate import RunFiles, host_name
-from ..model import Buffer, HloModule, Host, MemoryAtPeak, Profile
+from ..model import Buffer, HloModule, Host, MemoryAtPeak, Profile, merge_intervals, overlap_ns
 from ..categories import categorize
 from .hlo import parse_module, split_key
 from .devices import device_activity, estimate_peer_waits
@@ -95,7 +95,8 @@ def load_run(run: RunFiles) -> Profile:
     step_peak = memory.peak_bytes if memory else None
     hosts = [Host(name=host_name(run.xplane), path=str(run.xplane), steps=timeline.steps,
                   devices=device_activity(host_name(run.xplane), timeline.device_ops, timeline.device_waits,
-                                          timeline.steps, modules, step_peak, timeline.allocators))]
+                                          timeline.steps, modules, step_peak, timeline.allocators),
+                  compile_ns=_compile_in_steps(timeline))]
     hosts += _other_hosts(run, timeline, modules, step_peak, warnings)
     count = sum(len(h.devices) for h in hosts)
     if backend == "cpu" and count > 1:
@@ -165,8 +166,20 @@ def _other_hosts(run: RunFiles, first: Timeline, modules: dict[str, HloModule], 
         host_modules = {**{k: by_name[split_key(k)[0]] for k in keys if split_key(k)[0] in by_name}, **modules}
         out.append(Host(name=name, path=str(path), steps=timeline.steps,
                         devices=device_activity(name, timeline.device_ops, timeline.device_waits, timeline.steps,
-                                                host_modules, step_peak, timeline.allocators)))
+                                                host_modules, step_peak, timeline.allocators),
+                        compile_ns=_compile_in_steps(timeline)))
     return out
+
+
+def _compile_in_steps(timeline: Timeline) -> float:
+    """Per step, the time the host spent compiling inside its steps (the Python-side compile events,
+    which wrap the client's, where the trace has them)."""
+    if not timeline.steps:
+        return 0.0
+    events = [e for e in timeline.host_events if e.category == "compile"]
+    events = [e for e in events if e.name.startswith("$")] or events
+    spans = merge_intervals((e.start_ns, e.start_ns + e.duration_ns) for e in events)
+    return sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in timeline.steps) / len(timeline.steps)
 
 
 def _categorize_devices(timeline, modules: dict[str, HloModule]) -> None:
