@@ -165,6 +165,7 @@ def _activity(d, slowest) -> dict[str, Any]:
         "step_mean_ms": round(d.step_ns / 1e6, 3),
         "steps": d.steps,
         "collectives_ms": {k: round(v / 1e6, 3) for k, v in sorted(d.collectives.items(), key=lambda kv: -kv[1])},
+        "category_ms": {k: round(v / 1e6, 3) for k, v in d.time_by_category.items()},
         "peak_memory_bytes": d.peak_bytes,
         "slowest": d is slowest,
     }

@@ -265,6 +265,7 @@ class DeviceActivity:
     collective_wait: dict[str, float] = dataclasses.field(default_factory=dict)  # instruction -> wait ns per step
     peak_bytes: Optional[int] = None        # the device's memory peak (step program, or its allocator)
     top_ops: dict[str, float] = dataclasses.field(default_factory=dict)   # its longest ops (not collectives), ns per step
+    time_by_category: dict[str, float] = dataclasses.field(default_factory=dict)  # op time by category, ns per step
 
     @property
     def busy_ns(self) -> float:

@@ -27,6 +27,7 @@ def test_data_parallel_is_one_run_of_eight_devices(loaded_profile):
     assert summary["op_time_per_step_ms"] < summary["step_time_ms"]
     assert len(summary["devices"]) == 8 and {d["host"] for d in summary["devices"]} == {"vm"}
     assert sum(d["slowest"] for d in summary["devices"]) == 1
+    assert {"collective", "matmul"} <= set(summary["devices"][0]["category_ms"])
 
 
 def test_fsdp_parameters_are_sharded_and_gathered(loaded_profile):

@@ -11,6 +11,7 @@ import bisect
 import re
 from typing import Optional
 
+from ..categories import categorize
 from ..model import CONTROL_FLOW, AllocatorPeak, DeviceActivity, HloModule, Step, merge_intervals, overlap_ns
 
 TOP_OPS = 12       # ops kept per device, by time: enough to say where a straggler's extra time goes
@@ -47,9 +48,13 @@ def device_activity(host: str, device_ops: dict[str, list[tuple[float, float, st
         per_collective: dict[str, list[tuple[float, float]]] = {}
         other: list[tuple[float, float]] = []
         op_ns: dict[str, float] = {}
+        by_category: dict[str, float] = {}
         for start, end, module, op in ops:
             mod = modules.get(module)
             ins = mod.instructions.get(op) if mod else None
+            if ins is None or ins.opcode not in CONTROL_FLOW:
+                category = categorize(ins, op)
+                by_category[category] = by_category.get(category, 0.0) + (end - start)
             if (ins.collective if ins is not None else _is_collective_kernel(op)):
                 per_collective.setdefault(op, []).append((start, end))
             elif ins is None or ins.opcode not in CONTROL_FLOW:
@@ -73,6 +78,7 @@ def device_activity(host: str, device_ops: dict[str, list[tuple[float, float, st
             collective_wait={op: _in_steps(merge_intervals(spans), steps) / count
                              for op, spans in sorted(wait_by_op.items())},
             peak_bytes=_peak(name, step_peak, allocators),
+            time_by_category={c: ns / count for c, ns in sorted(by_category.items(), key=lambda kv: -kv[1])},
             top_ops={op: ns / count for op, ns in sorted(op_ns.items(), key=lambda kv: -kv[1])[:TOP_OPS]},
         ))
     return out
