@@ -74,6 +74,8 @@ def check(profile: Profile, min_ratio: float = 1.5, cpu_min_ratio: float = 3.0, 
 def _late_host(profile: Profile, min_extra_share: float, max_wait_ratio: float, cpu_host_warning_share: float):
     """A host whose devices idle (waiting for it to launch the step) while the other hosts' devices wait."""
     hosts = [h for h in profile.hosts if h.devices]
+    if len(hosts) < 2:
+        return
     late = max(hosts, key=lambda h: statistics.mean(d.idle_ns for d in h.devices))
     mine = late.devices
     theirs = [d for h in hosts if h is not late for d in h.devices]

@@ -72,7 +72,7 @@ def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int 
     module = profile.modules.get(profile.step_module or "")
     if len(devices) < 2 or module is None:
         return
-    median = _median_device(devices, key=lambda d: (d.exposed_ns - min(d.wait_ns, d.exposed_ns)) / d.step_ns)
+    median = _median_device(devices, key=lambda d: (d.exposed_ns - min(d.wait_ns, d.exposed_ns)) / max(d.step_ns, 1.0))
     step = median.step_ns
     wait = min(median.wait_ns, median.exposed_ns)
     transfer = median.exposed_ns - wait
