@@ -264,7 +264,7 @@ class DeviceActivity:
     collectives: dict[str, float] = dataclasses.field(default_factory=dict)   # HLO instruction -> ns per step
     collective_wait: dict[str, float] = dataclasses.field(default_factory=dict)  # instruction -> wait ns per step
     peak_bytes: Optional[int] = None        # the device's memory peak (step program, or its allocator)
-    top_ops: dict[str, float] = dataclasses.field(default_factory=dict)   # its longest ops (not collectives), ns per step
+    top_ops: dict[str, float] = dataclasses.field(default_factory=dict)   # its longest non-collective ops, ns/step
     time_by_category: dict[str, float] = dataclasses.field(default_factory=dict)  # op time by category, ns per step
 
     @property

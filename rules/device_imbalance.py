@@ -142,6 +142,8 @@ def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, 
     extra = slowest.compute_ns - typical
     ratio = slowest.compute_ns / typical if typical > 0 else float("inf")
     cpu = profile.backend == "cpu"
+    if slowest.step_ns <= 0:
+        return
     if ratio < (cpu_min_ratio if cpu else min_ratio) or extra < min_extra_share * slowest.step_ns:
         return
     others_wait = statistics.median(d.wait_ns for d in others)
@@ -162,6 +164,7 @@ def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, 
     if cpu:
         cost += ("; the CPU backend's simulated devices share the host's cores, so part of any difference "
                  "between them is scheduling")
+    gain = min(extra, others_wait)
     cause_text = ", ".join(f"{c['op']} ({c['extra_ms']:.2f} ms more per step)" for c in causes)
     yield Finding(
         rule=RULE.id,
@@ -188,9 +191,9 @@ def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, 
             text=f"balance the work across devices: {where} has more to compute each step"
                  + (f", mostly in {cause_text}" if causes else "")
                  + " (uneven shards, sequence lengths or data-dependent loop counts)" + host_note,
-            expected=Expected("step_time", round(min(extra, others_wait) / 1e6, 3), "ms",
-                              f"up to {ms(min(extra, others_wait))} per step ({pct(min(extra, others_wait) / slowest.step_ns)} "
-                              "of the step), the time the others wait for it"),
+            expected=Expected("step_time", round(gain / 1e6, 3), "ms",
+                              f"up to {ms(gain)} per step ({pct(gain / slowest.step_ns)} of the step), the time "
+                              "the others wait for it"),
             cost=cost,
         ),
         impact=extra / slowest.step_ns if slowest.step_ns else 0.0,

@@ -84,4 +84,5 @@ def read_timeline(profile_data) -> Timeline:
     return Timeline(backend=backend, device_name=device_name, device_stats=device_stats,
                     ops=acc.stats(), steps=steps, host_stats=host_stats, step_module=acc.step_module(), busy=merge_intervals(acc.busy_spans()),
                     host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns),
-                    devices=devices, allocators=allocators, device_ops=acc.device_ops, device_waits=acc.device_waits)
+                    devices=devices, allocators=allocators, device_ops=acc.device_ops,
+                    device_waits=acc.device_waits)
