@@ -61,6 +61,8 @@ def metrics(analysis: Analysis) -> Metrics:
             if op.module == p.step_module and not p.is_container(op):
                 k = categorize(p.instruction(op), op.name)
                 cats[k] = cats.get(k, 0.0) + op.self_ns
+    devices = max(1, len(p.hosts[0].devices)) if p.hosts else 1
+    cats = {k: v / devices for k, v in cats.items()}     # one device's share: never a sum over devices
     if p.steps and p.busy:
         total = sum(s.duration_ns for s in p.steps)
         cats["host (device idle)"] = max(total - p.busy_in_steps_ns(), 0.0)
