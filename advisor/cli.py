@@ -198,10 +198,13 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
               help="Apply each recommended config change alone, re-run, and report the measured gain.")
 @click.option("--memory-limit", metavar="SIZE",
               help="Plan for this much device memory (e.g. 24GB): the pre-flight check uses it as the capacity.")
+@click.option("--hosts", type=click.IntRange(1), default=1, show_default=True,
+              help="CPU: run as this many local jax.distributed processes (gloo), one host each, into one run "
+                   "folder; parallel.data counts the devices of all hosts.")
 @rule_options
 @user_errors
-def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, memory_limit, select, ignore, option,
-                 device_memory):
+def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, memory_limit, hosts, select, ignore,
+                 option, device_memory):
     """Profile a bundled workload (transformer or mlp), then diagnose it.
 
     Before running, the step is compiled and its memory compared with the device's capacity
@@ -218,9 +221,18 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, me
     limit = parse_size_flag(memory_limit, "--memory-limit")
     items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
     config = workloads.resolve(name, preset, items)
+    from advisor.workloads import parallel
     progress = _progress(True)
+    if hosts > 1:
+        if verify:
+            raise AdvisorError("--verify re-runs one process at a time: leave out --hosts to verify")
+        from .hosts import profile_hosts
+        run_dir = profile_hosts(name, preset, config, hosts, logdir, progress)
+    else:
+        parallel.ensure_cpu_devices(parallel.devices_needed(config))    # before JAX starts its CPU backend
     try:
-        run_dir = profile_workload(name, preset, config, logdir, progress, limit)
+        if hosts == 1:
+            run_dir = profile_workload(name, preset, config, logdir, progress, limit)
     except OutOfMemory as err:
         _report_oom(name, preset, items, err, "json" if fmt == "html" else fmt, progress)
         return

@@ -61,13 +61,15 @@ def metrics(analysis: Analysis) -> Metrics:
             if op.module == p.step_module and not p.is_container(op):
                 k = categorize(p.instruction(op), op.name)
                 cats[k] = cats.get(k, 0.0) + op.self_ns
+    devices = max(1, len(p.hosts[0].devices)) if p.hosts else 1
+    cats = {k: v / devices for k, v in cats.items()}     # one device's share: never a sum over devices
     if p.steps and p.busy:
         total = sum(s.duration_ns for s in p.steps)
         cats["host (device idle)"] = max(total - p.busy_in_steps_ns(), 0.0)
     return Metrics(
         backend=p.backend,
         device=p.device_name,
-        step_times_ms=[round(s.duration_ns / 1e6, 3) for s in p.steps],
+        step_times_ms=[round(ns / 1e6, 3) for ns in p.step_durations_ns()],   # the slowest host's, per step
         peak_memory_bytes=peak_memory(p)[0],
         category_ms_per_step={k: round(v / steps / 1e6, 3) for k, v in sorted(cats.items(), key=lambda kv: -kv[1])},
         findings={f.rule: f.severity for f in analysis.findings},

@@ -21,17 +21,29 @@ XPLANE_SUFFIX = ".xplane.pb"
 
 @dataclasses.dataclass(frozen=True)
 class RunFiles:
+    """One run: a run folder whose `.xplane.pb` files are its hosts (the first is read in full)."""
     xplane: Path
     memory_profile: Optional[Path]
     run_metadata: Optional[Path]
+    hosts: tuple[Path, ...] = ()       # every host file of the run, `xplane` first; () means just `xplane`
+
+    @property
+    def host_files(self) -> tuple[Path, ...]:
+        return self.hosts or (self.xplane,)
 
     @property
     def run_dir(self) -> Path:
         return self.xplane.parent
 
 
+def host_name(xplane: Path) -> str:
+    """The host a trace file describes: its name less `.xplane.pb` (jax.profiler names it so)."""
+    return xplane.name[:-len(XPLANE_SUFFIX)] if xplane.name.endswith(XPLANE_SUFFIX) else xplane.stem
+
+
 def find_runs(path: str | Path) -> list[RunFiles]:
-    """Every `.xplane.pb` under `path` (one per host per run), sorted by path."""
+    """Every run under `path`, sorted by path: the `.xplane.pb` files of one folder are the
+    hosts of one run (a multi-host job writes one file per host into the same run folder)."""
     p = Path(path)
     if not p.exists():
         raise AdvisorError(f"{p}: no such file or folder; give a logdir, a run folder or an .xplane.pb file")
@@ -47,7 +59,12 @@ def find_runs(path: str | Path) -> list[RunFiles]:
             raise AdvisorError(
                 f"{p}: no .xplane.pb traces found; record one with jax.profiler.trace(logdir) "
                 "or `advisor run-workload`, then point advisor at that logdir")
-    return [RunFiles(f, _beside(f, MEMORY_PROFILE), _beside(f, RUN_METADATA)) for f in files]
+    by_folder: dict[Path, list[Path]] = {}
+    for f in files:
+        by_folder.setdefault(f.parent, []).append(f)
+    return [RunFiles(hosts[0], _beside(hosts[0], MEMORY_PROFILE), _beside(hosts[0], RUN_METADATA),
+                     tuple(hosts) if len(hosts) > 1 else ())
+            for hosts in by_folder.values()]
 
 
 def _beside(xplane: Path, name: str) -> Optional[Path]:

@@ -1,8 +1,10 @@
 """The device-agnostic profile model that rules read.
 
-One `Profile` per traced host: what ran (ops with their self time, grouped by program),
-when (steps), the optimized HLO of each program, the buffers live at the step program's
-memory peak, and what the run itself recorded. Loaders fill it; rules only read it.
+One `Profile` per run: its hosts (one `.xplane.pb` each), each host's devices with what they
+did per step (`DeviceActivity`), and, read from the first host: what ran (ops with their self
+time, grouped by program), when (steps), the optimized HLO of each program, the buffers live
+at the step program's memory peak, and what the run itself recorded. A single-device run is
+one host with one device. Loaders fill it; rules only read it.
 Times are in nanoseconds and sizes in bytes throughout.
 """
 
@@ -13,6 +15,14 @@ import statistics
 from typing import Optional
 
 CONTROL_FLOW = frozenset({"while", "conditional", "call", "async-start", "async-done"})
+COLLECTIVE_OPCODES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "ragged-all-to-all",
+                                "collective-permute", "collective-broadcast"})
+
+
+def collective_kind(opcode: str) -> str:
+    """The collective an opcode performs ("all-reduce" for `all-reduce-start`), or "" if none."""
+    base = opcode[:-6] if opcode.endswith("-start") else opcode[:-5] if opcode.endswith("-done") else opcode
+    return base if base in COLLECTIVE_OPCODES else ""
 
 
 def merge_intervals(spans) -> list[tuple[float, float]]:
@@ -56,6 +66,9 @@ class Instruction:
     fused_opcodes: frozenset[str] = frozenset()   # for fusions: the opcodes inside
     custom_call_target: str = ""
     matmul_dtype: str = ""      # for matmuls (dots, convolutions, GEMM calls): the operands' dtype
+    sharded: Optional[bool] = None      # entry parameters: True split over devices, False replicated, None unknown
+    group_size: Optional[int] = None    # collectives: devices in each replica group, where the HLO says
+    operand_bytes: int = 0              # collectives: bytes of the operands (one device's input)
 
     @property
     def shape(self) -> str:
@@ -64,6 +77,29 @@ class Instruction:
     def does(self, opcode: str) -> bool:
         """True if this instruction is `opcode` or a fusion containing it."""
         return self.opcode == opcode or opcode in self.fused_opcodes
+
+    @property
+    def collective(self) -> str:
+        """"all-reduce", "all-gather", ... for collectives (async pairs included), else ""."""
+        return collective_kind(self.opcode)
+
+    def bytes_moved(self, devices: int) -> int:
+        """Bytes each device sends (and receives) for this collective in a ring over `devices`
+        (its replica group where the HLO names one): the algorithmic traffic of NCCL's bus
+        bandwidth. all-reduce 2 S (n-1)/n of its S-byte input; all-gather (n-1)/n of its output;
+        reduce-scatter and all-to-all (n-1)/n of their input; collective-permute its input."""
+        n = self.group_size or devices
+        kind = self.collective
+        if not kind or n <= 1 or self.opcode.endswith("-done"):
+            return 0
+        size = self.operand_bytes or self.bytes
+        if kind == "all-reduce":
+            return int(2 * size * (n - 1) / n)
+        if kind == "all-gather":
+            return int(max(self.bytes, size * n) * (n - 1) / n)
+        if kind in ("collective-permute", "collective-broadcast"):
+            return size
+        return int(size * (n - 1) / n)
 
     @property
     def is_matmul(self) -> bool:
@@ -86,6 +122,13 @@ class HloModule:
     has_remat: bool                      # JAX marked some ops as rematerialized (checkpoint)
     grad_accumulation_steps: Optional[int] = None   # trip count of a loop computing gradients (0: unknown)
     updated_parameters: frozenset[int] = frozenset()  # entry parameters returned updated (train state)
+    # entry parameter number -> True split over devices, False a full copy on each, None unknown
+    parameter_sharded: dict[int, Optional[bool]] = dataclasses.field(default_factory=dict)
+    parameter_dims: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)   # per device
+
+    def collectives(self) -> list[Instruction]:
+        """The module's collective instructions (async `-done` halves left out: the `-start` carries them)."""
+        return [i for i in self.instructions.values() if i.collective and not i.opcode.endswith("-done")]
 
     @property
     def key(self) -> str:
@@ -201,6 +244,52 @@ class MemoryProfileEntry:
 
 
 @dataclasses.dataclass
+class DeviceActivity:
+    """What one device did in the profiled steps, per step (the mean over its host's steps).
+
+    compute + transfer + wait + idle is the step time. Collective time is split into waiting
+    for peers to arrive (CPU: the rendezvous `Wait: pending_threads` events) and the rest of
+    the collective (the transfer, or the reduction of the data). Each device's own op events
+    say which device ran them (the `device_ordinal` stat on CPU, the plane on GPU/TPU).
+    """
+    name: str                       # "cpu:3" (CPU backend) or the plane, e.g. "/device:GPU:0"
+    host: str                       # the host file's name, e.g. "worker0"
+    compute_ns: float               # per step: ops other than collectives
+    transfer_ns: float              # per step: collectives, less waiting for peers
+    wait_ns: float                  # per step: waiting for peers inside collectives
+    exposed_ns: float               # per step: collective time with no compute of this device beside it
+    idle_ns: float                  # per step: no op running on the device
+    step_ns: float                  # per step: the host's step time (the traced window when steps is 0)
+    steps: int                      # steps measured; 0: the trace has none, figures are over its window
+    collectives: dict[str, float] = dataclasses.field(default_factory=dict)   # HLO instruction -> ns per step
+    collective_wait: dict[str, float] = dataclasses.field(default_factory=dict)  # instruction -> wait ns per step
+    peak_bytes: Optional[int] = None        # the device's memory peak (step program, or its allocator)
+    top_ops: dict[str, float] = dataclasses.field(default_factory=dict)   # its longest non-collective ops, ns/step
+    time_by_category: dict[str, float] = dataclasses.field(default_factory=dict)  # op time by category, ns per step
+
+    @property
+    def busy_ns(self) -> float:
+        return self.compute_ns + self.transfer_ns + self.wait_ns
+
+    @property
+    def collective_ns(self) -> float:
+        return self.transfer_ns + self.wait_ns
+
+
+@dataclasses.dataclass
+class Host:
+    """One `.xplane.pb` of a run: its own clock, its own steps, and the devices it drove."""
+    name: str                       # the file's stem, e.g. "worker0" for worker0.xplane.pb
+    path: str
+    steps: list[Step]
+    devices: list[DeviceActivity]
+    compile_ns: float = 0.0         # per step: the host compiling inside its steps (its own compile events)
+
+    def step_ns(self, number: int) -> Optional[float]:
+        return next((s.duration_ns for s in self.steps if s.number == number), None)
+
+
+@dataclasses.dataclass
 class Profile:
     path: str                                   # the .xplane.pb analyzed
     backend: str                                # "cpu", "gpu", "tpu"
@@ -222,6 +311,22 @@ class Profile:
     transfers: list[Transfer] = dataclasses.field(default_factory=list)
     devices: list[DeviceSummary] = dataclasses.field(default_factory=list)    # accelerators, active or not
     allocators: list[AllocatorPeak] = dataclasses.field(default_factory=list)
+    hosts: list[Host] = dataclasses.field(default_factory=list)     # the first is the one read in full
+
+    @property
+    def device_activity(self) -> list[DeviceActivity]:
+        """Every device of every host, in host then device order."""
+        return [d for h in self.hosts for d in h.devices]
+
+    @property
+    def device_count(self) -> int:
+        return max(1, len(self.device_activity))
+
+    @property
+    def slowest_device(self) -> Optional[DeviceActivity]:
+        """The device that computes longest per step (the others wait for it at collectives)."""
+        devices = self.device_activity
+        return max(devices, key=lambda d: d.compute_ns) if devices else None
 
     @property
     def active_devices(self) -> list[DeviceSummary]:
@@ -251,8 +356,17 @@ class Profile:
         instr = self.instruction(op)
         return instr.opcode in CONTROL_FLOW if instr else op.name.split(".")[0] in CONTROL_FLOW
 
+    def step_durations_ns(self) -> list[float]:
+        """Each step's duration as the slowest host sees it (hosts lined up by step number)."""
+        if len(self.hosts) < 2:
+            return [s.duration_ns for s in self.steps]
+        out = []
+        for step in self.steps:
+            times = [t for t in (h.step_ns(step.number) for h in self.hosts) if t is not None]
+            out.append(max(times, default=step.duration_ns))
+        return out
+
     @property
     def step_time_ns(self) -> Optional[float]:
-        if not self.steps:
-            return None
-        return statistics.median(s.duration_ns for s in self.steps)
+        """Median step time, each step as the slowest host (and so the slowest device) sees it."""
+        return statistics.median(self.step_durations_ns()) if self.steps else None

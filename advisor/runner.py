@@ -90,13 +90,23 @@ def compile_abstract(name: str, config: dict):
     from advisor import workloads
     from advisor.workloads.train import zero_metrics
 
+    from advisor.workloads import parallel
+
     built = workloads.get(name).build(config)
     state_shape = jax.eval_shape(built.init_state)
     minibatch = jax.tree_util.tree_map(
         lambda x: x[: x.shape[0] // config["optimizer"]["num_minibatches"]], built.batch)
     metrics_shape = jax.eval_shape(lambda s, b: zero_metrics(built.loss_fn, s, b), state_shape, minibatch)
     donate = ("state", "metrics") if built.donate else ()
-    step = jax.jit(built.train_step, donate_argnames=donate)
+    placed = parallel.shardings(config, state_shape, metrics_shape, built.batch)
+    if placed is None:
+        step = jax.jit(built.train_step, donate_argnames=donate)
+    else:   # data parallel over the mesh: XLA partitions the step (all-reduce, or FSDP's gathers)
+        _, state_sh, metrics_sh, batch_sh = placed
+        step = jax.jit(built.train_step, donate_argnames=donate, in_shardings=(state_sh, metrics_sh, batch_sh),
+                       out_shardings=(state_sh, metrics_sh))
+        built.batch = jax.device_put(built.batch, batch_sh)
+        built.place = lambda state, metrics: (jax.device_put(state, state_sh), jax.device_put(metrics, metrics_sh))
     compiled = step.lower(state_shape, metrics_shape, built.batch).compile()
     return built, compiled, minibatch
 
@@ -143,7 +153,8 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
     try:
         state = built.init_state()
         metrics = zero_metrics(built.loss_fn, state, minibatch)
-        initial_loss = built.eval_loss(state.params)
+        initial_loss = built.eval_loss(state.params)     # on one device, before the state is spread
+        state, metrics = built.place(state, metrics)
         progress("warming up (1 step, not profiled)")
         state, metrics = compiled(state, metrics, built.batch)
         first_loss = float(metrics["loss"][0] / metrics["loss"][1])
@@ -177,6 +188,7 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
         "backend": device.platform,
         "device_kind": device.device_kind,
         "device_count": jax.device_count(),
+        "devices_used": config.get("parallel", {}).get("data", 1),
         "versions": _versions(),
         "num_params": built.num_params(),
         "compile_s": round(compile_s, 3),

@@ -6,7 +6,8 @@ unrolled, a step without donation, a recompiling step, one that prints its loss 
 iteration, one that copies its batch from the host every time, a clean one), and the
 synthetic GPU traces (fixtures/gpu_*), the real GPU traces (fixtures/gpu-traces, or
 ../shared/gpu-traces where that is missing), and the corpus (tests/corpus/: programs written
-the way users write them, traces in fixtures/corpus/, verdicts in tests/corpus/expectations.py).
+the way users write them, traces in fixtures/corpus/, verdicts in tests/corpus/expectations.py),
+and the many-device traces (fixtures/parallel/: 8 simulated CPU devices, and two hosts).
 Each entry lists the rules that must fire; every other rule must stay silent, except where a
 corpus verdict says "at most <severity>": there silence or a finding up to that severity is
 right (counted TN), a more severe one is a false positive. Prints, per rule, TP / FP / FN / TN
@@ -69,9 +70,25 @@ GPU = [
     ("GPU (synthetic): 4 minibatches, room to spare", "gpu_accumulate", {ACC}),
     ("GPU (synthetic): 4 minibatches, near capacity", "gpu_accumulate_near_capacity", set()),
     ("GPU (synthetic): bfloat16, float32 logits", "gpu_bf16", {"float32-attention-logits"}),
+    ("GPU (synthetic): 8 GPUs, data parallel, NCCL all-reduce", "gpu_data_parallel", {"replicated-state"}),
+    ("GPU (synthetic): 8 GPUs, GPU 3 computes 4x", "gpu_straggler", {"replicated-state", "device-imbalance"}),
     ("GPU (real, AMD): TE fused attention", "gpu-traces/te_fused_attn", set()),
     ("GPU (real, AMD): attention primitives", "gpu-traces/jax08_attention", set()),
     ("GPU (real, NVIDIA): TensorFlow BERT", "gpu-traces/tf_bert_v100_multiworker", set()),
+]
+
+# Many devices: programs on 8 simulated CPU devices and a two-host run (fixtures/record_parallel.py).
+EXPOSED, REPLICATED, IMBALANCE = "exposed-communication", "replicated-state", "device-imbalance"
+PARALLEL = [
+    ("8 devices: data parallel, replicated Adam state", "parallel/data_parallel", {REPLICATED, EXPOSED}),
+    ("8 devices: FSDP (state sharded)", "parallel/fsdp", {EXPOSED}),
+    ("8 devices: jax.pmap, a copy of the state per device", "parallel/pmap_data_parallel", {REPLICATED}),
+    ("8 devices: one device with 64x the work", "parallel/straggler", {IMBALANCE}),
+    ("8 devices: 8 MiB all-reduce, 2 examples per device", "parallel/comm_bound", {REPLICATED, EXPOSED}),
+    ("8 devices: compute-bound, small state", "parallel/compute_bound", set()),
+    ("2 hosts x 4 devices (gloo)", "parallel/two_hosts", {EXPOSED}),
+    ("2 hosts x 4 devices, host1 slow", "parallel/two_hosts_straggler", {IMBALANCE, EXPOSED}),
+    ("2 hosts x 4 devices, host1's input 40 ms late", "parallel/two_hosts_slow_input", {IMBALANCE, EXPOSED}),
 ]
 
 
@@ -146,6 +163,8 @@ def main() -> None:
                 observed.append((name, expected, fired(advisor("analyze", out))))
         for name, folder, expected in GPU:
             observed.append((name, expected, fired(advisor("analyze", gpu_path(folder)))))
+        for name, folder, expected in PARALLEL:
+            observed.append((name, expected, fired(advisor("analyze", ROOT / "fixtures" / folder))))
     for name, expected, sev, verdict in corpus_rows():
         observed.append((name, expected, set(sev)))
         verdicts[name], severities[name] = verdict, sev

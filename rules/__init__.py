@@ -1,6 +1,8 @@
 """The rule catalog (installed as `advisor.rules`): one module per rule, named after its id."""
 
 from . import (
+    device_imbalance,
+    exposed_communication,
     float32_activations,
     float32_attention_logits,
     host_bound,
@@ -9,6 +11,7 @@ from . import (
     missing_remat,
     recompilation,
     remat_too_broad,
+    replicated_state,
     scan_dynamic_update_slice,
     unneeded_grad_accumulation,
 )
@@ -24,5 +27,8 @@ ALL = [
     host_bound.RULE,
     host_device_transfer.RULE,
     remat_too_broad.RULE,
+    replicated_state.RULE,
+    exposed_communication.RULE,
+    device_imbalance.RULE,
 ]
 BY_ID = {rule.id: rule for rule in ALL}

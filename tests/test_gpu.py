@@ -21,6 +21,8 @@ SYNTHETIC = {
     "gpu_accumulate": {"unneeded-grad-accumulation"},
     "gpu_accumulate_near_capacity": set(),
     "gpu_bf16": {"float32-attention-logits"},
+    "gpu_data_parallel": {"replicated-state"},
+    "gpu_straggler": {"replicated-state", "device-imbalance"},
 }
 
 
@@ -140,3 +142,20 @@ def test_schema_variants_read_the_same(builder, tmp_path, variant):
     assert run["summary"]["devices"][0]["kernels"] == base["summary"]["devices"][0]["kernels"]
     assert {f["rule"] for f in run["findings"]} == {f["rule"] for f in base["findings"]}
     assert len(run["summary"]["devices"]) == 1
+
+
+def test_eight_gpus_with_nccl_collectives(loaded_profile):
+    """8 GPU planes running the data-parallel step: the NCCL kernels are the HLO's all-reduces
+    (through hlo_op), each GPU's collective time is split into transfer and waiting for the
+    straggler, which device-imbalance names (a warning on GPU)."""
+    balanced = loaded_profile("gpu_data_parallel")[0].profile
+    assert [d.name for d in balanced.device_activity] == [f"/device:GPU:{i}" for i in range(8)]
+    module = balanced.modules[balanced.step_module]
+    for d in balanced.device_activity:
+        assert d.collectives and {module.instructions[op].opcode for op in d.collectives} == {"all-reduce"}
+        assert d.transfer_ns > 0 and d.wait_ns == pytest.approx(0, abs=1)
+    (analysis,) = loaded_profile("gpu_straggler")
+    others = [d for d in analysis.profile.device_activity if d.name != "/device:GPU:3"]
+    assert all(d.wait_ns > 0 for d in others)
+    (f,) = [f for f in analysis.findings if f.rule == "device-imbalance"]
+    assert f.evidence["straggler"] == "/device:GPU:3" and f.severity == "warning"

@@ -14,7 +14,8 @@ from advisor.load.xplane_stream import StreamSpace
 from conftest import FIXTURES
 
 TRACES = sorted(FIXTURES.glob("*/plugins/**/*.xplane.pb")) + sorted(FIXTURES.glob("corpus/*/plugins/**/*.xplane.pb")) \
-    + sorted(FIXTURES.glob("gpu-traces/*/plugins/**/*.xplane.pb"))
+    + sorted(FIXTURES.glob("gpu-traces/*/plugins/**/*.xplane.pb")) \
+    + sorted(FIXTURES.glob("parallel/*/plugins/**/*.xplane.pb"))
 
 
 def _ids(path: Path) -> str:

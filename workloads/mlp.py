@@ -11,6 +11,7 @@ import numpy as np
 import optax
 
 from . import config as cfg
+from . import parallel
 from .train import Batch, Built, TrainState, make_train_step
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -39,6 +40,7 @@ SCHEMA = {
         "steps": cfg.Field(3, cfg.parse_int, "profiled steps"),
         "seed": cfg.Field(0, cfg.parse_int, "random seed"),
     },
+    "parallel": parallel.SCHEMA,
 }
 
 PRESETS = {
@@ -66,7 +68,9 @@ def remedy_config(remedy, config: dict) -> dict:
     if kind == "smaller_batch":
         half = d.get("batch_size", 0) // 2
         return {"data.batch_size": half} if half >= n and half % n == 0 else {}
-    return {}   # no layer scan to unroll, no FSDP
+    if kind == "fsdp":
+        return parallel.fsdp_config(config)
+    return {}   # no layer scan to unroll
 
 
 class Layer(nn.Module):
@@ -109,6 +113,7 @@ def classification_loss(params, apply_fn, batch, rng):
 
 
 def validate(config: dict) -> None:
+    parallel.validate(config)
     d, o = config["data"], config["optimizer"]
     if o["num_minibatches"] == 0 or d["batch_size"] % o["num_minibatches"]:
         raise cfg.ConfigError(f"data.batch_size ({d['batch_size']}) must be a multiple of optimizer.num_minibatches ({o['num_minibatches']})")

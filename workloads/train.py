@@ -87,3 +87,5 @@ class Built:
     donate: bool
     num_params: Callable          # () -> int, via shape evaluation
     eval_loss: Callable           # (params) -> float: the loss without dropout, to check numerics
+    # (state, metrics) -> the same, placed on the devices the step expects (sharded when parallel.data > 1)
+    place: Callable = lambda state, metrics: (state, metrics)

@@ -12,6 +12,7 @@ import numpy as np
 import optax
 
 from . import config as cfg
+from . import parallel
 from .train import Batch, Built, TrainState, learning_rate_schedule, make_train_step, zero_metrics
 
 REMAT_CHOICES = ("MLP", "Attn", "Block")
@@ -47,6 +48,7 @@ SCHEMA = {
         "steps": cfg.Field(3, cfg.parse_int, "profiled steps"),
         "seed": cfg.Field(42, cfg.parse_int, "random seed"),
     },
+    "parallel": parallel.SCHEMA,
 }
 
 # `seed` is the tutorial's exact configuration; `tiny` its float32 / scan / no-remat start at CPU scale.
@@ -68,6 +70,8 @@ PRESETS = {
 def remedy_config(remedy, config: dict) -> dict:
     """The Transformer's config keys for each remedy (advisor.remedies.Kind), from the current config."""
     kind = getattr(remedy.kind, "value", remedy.kind)
+    if kind == "fsdp":
+        return parallel.fsdp_config(config)
     m, d, o = config.get("model", {}), config.get("data", {}), config.get("optimizer", {})
     n = o.get("num_minibatches", 1)
     if kind == "remat":   # "blocks": add remat where there is none; "sub_blocks" / "block": that granularity
@@ -207,6 +211,7 @@ class ModelConfig:
 
 
 def validate(config: dict) -> None:
+    parallel.validate(config)
     m, d, o = config["model"], config["data"], config["optimizer"]
     if m["head_dim"] == 0 or m["hidden_size"] % m["head_dim"]:
         raise cfg.ConfigError(f"model.hidden_size ({m['hidden_size']}) must be a multiple of model.head_dim ({m['head_dim']})")

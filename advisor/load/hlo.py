@@ -7,7 +7,7 @@ import re
 import sysconfig
 from typing import Optional
 
-from ..model import HloModule, Instruction, SourceLine
+from ..model import HloModule, Instruction, SourceLine, collective_kind
 from .hlo_proto import ELEMENT_TYPES, TUPLE, HloProto
 
 # Frames in these packages are the libraries', not the user's: attribution skips them.
@@ -63,6 +63,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     has_remat = False
     inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()}
     for comp in mod.computations:
+        by_id = {i.id: i for i in comp.instructions}
         for ins in comp.instructions:
             dtype, dims, nbytes = shape_info(ins.shape)
             md = ins.metadata
@@ -83,14 +84,20 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
             instructions[ins.name] = Instruction(
                 name=ins.name, opcode=ins.opcode, computation=comp.name, dtype=dtype, dims=dims,
                 bytes=nbytes, op_name=md.op_name, source=source, in_loop_body=comp.id in loop_comps,
-                fused_opcodes=fused_ops, custom_call_target=ins.custom_call_target, matmul_dtype=mm_dtype)
+                fused_opcodes=fused_ops, custom_call_target=ins.custom_call_target, matmul_dtype=mm_dtype,
+                sharded=_sharded(ins) if ins.opcode == "parameter" else None,
+                group_size=_group_size(ins) if collective_kind(ins.opcode) else None,
+                operand_bytes=sum(shape_info(by_id[o].shape)[2] for o in ins.operand_ids if o in by_id)
+                if collective_kind(ins.opcode) else 0)
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
-    params, output_bytes, updated = {}, 0, frozenset()
+    params, output_bytes, updated, sharded, param_dims = {}, 0, frozenset(), {}, {}
     if entry is not None:
         for ins in entry.instructions:
             if ins.opcode == "parameter":
                 params[int(ins.parameter_number)] = shape_info(ins.shape)[2]
+                sharded[int(ins.parameter_number)] = _sharded(ins)
+                param_dims[int(ins.parameter_number)] = shape_info(ins.shape)[1]
             if ins.id == entry.root_id:
                 output_bytes = shape_info(ins.shape)[2]
         updated = _updated_parameters(entry)
@@ -98,7 +105,39 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     return HloModule(name=mod.name, program_id=program_id, instructions=instructions,
                      aliased_parameters=aliased, parameter_bytes=params, output_bytes=output_bytes,
                      has_remat=has_remat, grad_accumulation_steps=accumulation,
-                     updated_parameters=updated)
+                     updated_parameters=updated, parameter_sharded=sharded,
+                     parameter_dims=param_dims)
+
+
+_REPLICATED, _TILED = 0, 3      # xla.OpSharding.Type
+
+
+def _sharded(ins) -> Optional[bool]:
+    """Is this parameter split over devices (True), a full copy on each (False), or unknown (None)?"""
+    if not ins.HasField("sharding"):
+        return None
+    sharding = ins.sharding
+    if sharding.type == _REPLICATED:
+        return False
+    if sharding.type != _TILED:
+        return None
+    tiles = list(sharding.tile_assignment_dimensions)
+    if sharding.replicate_on_last_tile_dim and tiles:
+        tiles = tiles[:-1]
+    elif sharding.last_tile_dims and tiles:
+        tiles = tiles[:len(tiles) - len(sharding.last_tile_dims)]
+    return math.prod(tiles) > 1
+
+
+def _group_size(ins) -> Optional[int]:
+    """Devices in each replica group of a collective, where the HLO lists them."""
+    groups = list(ins.replica_groups)
+    if ins.HasField("collective_device_list"):
+        listed = ins.collective_device_list
+        groups = groups or list(listed.replica_groups)
+        if not groups and listed.HasField("iota_replica_group_list"):
+            return int(listed.iota_replica_group_list.num_devices_per_group) or None
+    return len(groups[0].replica_ids) if groups and groups[0].replica_ids else None
 
 
 def _loop_computations(comps) -> set[int]:

@@ -27,6 +27,27 @@ message_type {
   field { name: "stack_frame_id" number: 15 label: LABEL_OPTIONAL type: TYPE_INT32 }
 }
 message_type {
+  name: "OpSharding"
+  field { name: "type" number: 1 label: LABEL_OPTIONAL type: TYPE_INT32 }
+  field { name: "tile_assignment_dimensions" number: 3 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "replicate_on_last_tile_dim" number: 6 label: LABEL_OPTIONAL type: TYPE_BOOL }
+  field { name: "last_tile_dims" number: 8 label: LABEL_REPEATED type: TYPE_INT32 }
+}
+message_type {
+  name: "ReplicaGroup"
+  field { name: "replica_ids" number: 1 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
+  name: "IotaReplicaGroupListProto"
+  field { name: "num_replica_groups" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "num_devices_per_group" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 }
+}
+message_type {
+  name: "CollectiveDeviceListProto"
+  field { name: "replica_groups" number: 1 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ReplicaGroup" }
+  field { name: "iota_replica_group_list" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.IotaReplicaGroupListProto" }
+}
+message_type {
   name: "HloInstructionProto"
   field { name: "name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "opcode" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
@@ -39,6 +60,9 @@ message_type {
   field { name: "id" number: 35 label: LABEL_OPTIONAL type: TYPE_INT64 }
   field { name: "operand_ids" number: 36 label: LABEL_REPEATED type: TYPE_INT64 }
   field { name: "called_computation_ids" number: 38 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "sharding" number: 40 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.OpSharding" }
+  field { name: "replica_groups" number: 49 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ReplicaGroup" }
+  field { name: "collective_device_list" number: 87 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.CollectiveDeviceListProto" }
 }
 message_type {
   name: "HloComputationProto"

@@ -7,10 +7,11 @@ import os
 from typing import Optional
 
 from ..errors import AdvisorError
-from ..locate import RunFiles
-from ..model import Buffer, HloModule, MemoryAtPeak, Profile
+from ..locate import RunFiles, host_name
+from ..model import Buffer, HloModule, Host, MemoryAtPeak, Profile, merge_intervals, overlap_ns
 from ..categories import categorize
 from .hlo import parse_module, split_key
+from .devices import device_activity, estimate_peer_waits
 from .memprof import read_memory_profile
 from .timeline import Timeline, read_timeline
 from .xplane_stream import StreamSpace, XSpaceError
@@ -91,6 +92,20 @@ def load_run(run: RunFiles) -> Profile:
             memory_profile = read_memory_profile(run.memory_profile)
         except AdvisorError as err:
             warnings.append(f"{err}: its live-at-save table is left out")
+    step_peak = memory.peak_bytes if memory else None
+    hosts = [Host(name=host_name(run.xplane), path=str(run.xplane), steps=timeline.steps,
+                  devices=device_activity(host_name(run.xplane), timeline.device_ops, timeline.device_waits,
+                                          timeline.steps, modules, step_peak, timeline.allocators),
+                  compile_ns=_compile_in_steps(timeline))]
+    hosts += _other_hosts(run, timeline, modules, step_peak, warnings)
+    count = sum(len(h.devices) for h in hosts)
+    if backend == "cpu" and count > 1:
+        device_name += f", {count} devices" + (f" on {len(hosts)} hosts" if len(hosts) > 1 else "")
+    estimated = estimate_peer_waits([d for h in hosts for d in h.devices])
+    if estimated:
+        notes.append(f"{len(estimated)} collective(s) of the step carry no wait-for-peers events (e.g. gloo across "
+                     "hosts, GPU kernels): each device's wait in them is estimated as its time beyond the shortest "
+                     "device's time in the same collective")
     return Profile(
         path=str(run.xplane),
         backend=backend,
@@ -110,7 +125,61 @@ def load_run(run: RunFiles) -> Profile:
         transfers=timeline.transfers,
         devices=timeline.devices,
         allocators=timeline.allocators,
+        hosts=hosts,
     )
+
+
+SAME_PROGRAM_SHARE = 0.9     # a host runs the first host's program when this share of its ops are its instructions
+
+
+def _other_hosts(run: RunFiles, first: Timeline, modules: dict[str, HloModule], step_peak: Optional[int],
+                 warnings: list[str]) -> list[Host]:
+    """The run's other hosts: their timelines only (the first host's HLO describes the program they
+    all run), lined up with the first by step number, never by timestamps (each host has its own
+    clock). A host that cannot be read, or that ran another program, is skipped with one line."""
+    by_name = {m.name: m for m in modules.values()}
+    numbers = {s.number for s in first.steps}
+    out = []
+    for path in run.host_files[1:]:
+        name = host_name(path)
+        try:
+            timeline = load_timeline(path)
+        except AdvisorError as err:
+            warnings.append(f"host {name} skipped: {err}")
+            continue
+        if first.step_module and timeline.step_module and \
+                split_key(timeline.step_module)[0] != split_key(first.step_module)[0]:
+            warnings.append(f"host {name} skipped: it ran {timeline.step_module}, not {first.step_module}")
+            continue
+        step_module = modules.get(first.step_module or "")
+        ran = {op.name for op in timeline.ops if op.module == timeline.step_module}
+        if step_module is not None and ran and \
+                len(ran & step_module.instructions.keys()) < SAME_PROGRAM_SHARE * len(ran):
+            warnings.append(f"host {name} skipped: its step program {timeline.step_module} is not "
+                            f"{first.step_module}'s (its ops are not that program's instructions)")
+            continue
+        theirs = {s.number for s in timeline.steps}
+        if theirs != numbers:
+            warnings.append(f"host {name}: its steps {sorted(theirs)} differ from {host_name(run.xplane)}'s "
+                            f"{sorted(numbers)}; steps are compared by number where both have them")
+        keys = {op.module for op in timeline.ops}      # the same programs may have other ids on this host
+        host_modules = {**{k: by_name[split_key(k)[0]] for k in keys if split_key(k)[0] in by_name}, **modules}
+        out.append(Host(name=name, path=str(path), steps=timeline.steps,
+                        devices=device_activity(name, timeline.device_ops, timeline.device_waits, timeline.steps,
+                                                host_modules, step_peak, timeline.allocators),
+                        compile_ns=_compile_in_steps(timeline)))
+    return out
+
+
+def _compile_in_steps(timeline: Timeline) -> float:
+    """Per step, the time the host spent compiling inside its steps (the Python-side compile events,
+    which wrap the client's, where the trace has them)."""
+    if not timeline.steps:
+        return 0.0
+    events = [e for e in timeline.host_events if e.category == "compile"]
+    events = [e for e in events if e.name.startswith("$")] or events
+    spans = merge_intervals((e.start_ns, e.start_ns + e.duration_ns) for e in events)
+    return sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in timeline.steps) / len(timeline.steps)
 
 
 def _categorize_devices(timeline, modules: dict[str, HloModule]) -> None:

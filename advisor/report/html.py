@@ -148,6 +148,7 @@ def _run(doc: dict, analysis=None) -> str:
     out.append("<h2>Where the step's time and memory go</h2>")
     if analysis is not None:
         out += _plots(analysis, s)
+    out += _device_chart(s)
     for d in s.get("devices", []):
         if "busy_in_steps_ms" in d:
             cats = d["time_by_category_ms"]
@@ -161,6 +162,34 @@ def _run(doc: dict, analysis=None) -> str:
     if doc.get("warnings"):
         out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in doc["warnings"]) + "</ul>")
     return "".join(out)
+
+
+def _device_chart(summary: dict) -> list[str]:
+    """Per device: compute, collective transfer, collective wait, idle (stacked), when there are several."""
+    devices = [d for d in summary.get("devices", []) if "compute_ms" in d]
+    if len(devices) < 2:
+        return []
+    parts = [("compute", "compute_ms", "#2e86c1"), ("collective transfer", "collective_transfer_ms", "#e67e22"),
+             ("collective wait", "collective_wait_ms", "#c0392b"), ("idle", "idle_ms", "#bdc3c7")]
+    labels = [f"{d['name']} ({d['host']})" + (" slowest" if d.get("slowest") else "") for d in devices]
+    fig, ax = _figure(6.0, 0.35 * len(devices) + 1.2)
+    y = list(range(len(devices)))[::-1]
+    left = [0.0] * len(devices)
+    for name, key, color in parts:
+        values = [d[key] for d in devices]
+        ax.barh(y, values, left=left, color=color, label=name)
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_yticks(y, labels)
+    per = "ms per step" if all(d.get("steps") for d in devices) else "ms over the traced window"
+    ax.set_xlabel(per)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("each device's step", loc="left")
+    rows = [[d["name"], d["host"], d["compute_ms"], d["collective_transfer_ms"], d["collective_wait_ms"],
+             d["idle_ms"], mib(d["peak_memory_bytes"]) if d.get("peak_memory_bytes") is not None else "unknown",
+             "slowest" if d.get("slowest") else ""] for d in devices]
+    table = _table(["device", "host", "compute ms", "transfer ms", "wait ms", "idle ms", "peak", ""], rows,
+                   f"per device, {per}: compute, collective transfer, waiting for peers, idle")
+    return [_chart(_svg(fig), table, "per-device step")]
 
 
 def _plots(analysis, summary: dict) -> list[str]:

@@ -9,13 +9,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..units import mib
+from ..units import mib, size
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _SEVERITIES = ("error", "warning", "info")
 
 FLEET_TABLE_MIN_RUNS = 4     # a report of at least this many runs ends with the fleet table
 FLEET_TOP = 3                # runs named under the fleet table for the slowest steps and largest peaks
+MAX_COLLECTIVES = 8     # rows of the collectives table
 
 
 def render(docs: list[dict], console: Console, failed: list[dict] = (), root: str = "") -> None:
@@ -147,6 +148,8 @@ def _summary(doc: dict, console: Console) -> None:
     if s.get("device_capacity_bytes"):
         table.add_row("device memory", mib(s["device_capacity_bytes"]))
     for dev in s.get("devices", []):
+        if "kernels" not in dev:
+            continue
         cats = ", ".join(f"{k} {v:.2f} ms" for k, v in list(dev["time_by_category_ms"].items())[:4])
         idle = f"; idle {dev['idle_in_steps_ms']:.2f} ms in steps" if "idle_in_steps_ms" in dev else ""
         if dev.get("launch_delay_median_us") is not None:
@@ -169,8 +172,41 @@ def _summary(doc: dict, console: Console) -> None:
                 if site["bytes"] >= 0.01 * entry["bytes"]:
                     table.add_row("", f"{mib(site['bytes'])} allocated at {site['site']}")
     console.print(table)
+    _device_table(doc, console)
     for note in doc.get("notes", []):
         console.print(Text(f"note: {note}", style="dim"))
+
+
+def _device_table(doc: dict, console: Console) -> None:
+    """Per-device figures per step when the run has more than one device; the slowest marked."""
+    devices = [d for d in doc["summary"].get("devices", []) if "compute_ms" in d]
+    if len(devices) < 2:
+        return
+    hosts = len({d["host"] for d in devices})
+    per = "mean per step" if all(d.get("steps") for d in devices) else "over the traced window (no steps)"
+    table = Table(title=f"{len(devices)} devices on {hosts} host{'s' if hosts > 1 else ''}: {per} "
+                        "(collective time split into transfer and waiting for peers)")
+    for col in ("device", "host", "compute", "collective transfer", "collective wait", "idle", "peak memory", ""):
+        table.add_column(col, justify="left" if col in ("device", "host", "") else "right")
+    for d in devices:
+        peak = mib(d["peak_memory_bytes"]) if d.get("peak_memory_bytes") is not None else "unknown"
+        table.add_row(d["name"], d["host"], f"{d['compute_ms']:.2f} ms", f"{d['collective_transfer_ms']:.2f} ms",
+                      f"{d['collective_wait_ms']:.2f} ms", f"{d['idle_ms']:.2f} ms", peak,
+                      Text("slowest", style="bold red") if d.get("slowest") else "")
+    console.print(table)
+    collectives = doc["summary"].get("collectives") or []
+    if not collectives:
+        return
+    shown = collectives[:MAX_COLLECTIVES]
+    more = f", the {len(shown)} longest of {len(collectives)}" if len(collectives) > len(shown) else ""
+    table = Table(title=f"collectives per step on one device (mean over devices{more}; bytes from the HLO)")
+    for col in ("instruction", "opcode", "per step", "bytes per device", "time", "transfer", "wait", "bandwidth"):
+        table.add_column(col, justify="left" if col in ("instruction", "opcode") else "right")
+    for c in shown:
+        bandwidth = f"{c['algorithmic_gb_per_s']:.2f} GB/s" if c["algorithmic_gb_per_s"] is not None else "n/a"
+        table.add_row(c["instruction"], c["opcode"], f"{c['per_step']:g}", size(c["bytes_per_device"]),
+                      f"{c['time_ms']:.2f} ms", f"{c['transfer_ms']:.2f} ms", f"{c['wait_ms']:.2f} ms", bandwidth)
+    console.print(table)
 
 
 def _warnings(doc: dict, console: Console) -> None:

@@ -1,0 +1,46 @@
+"""Steps from step annotations, or from the step program's executions."""
+
+from __future__ import annotations
+
+import bisect
+
+from ..model import Step
+
+
+def _steps_from_runs(runs: list[tuple[float, float]]) -> list[Step]:
+    """Without step annotations: one step per execution of the step program (CPU backend,
+    where executions carry run ids), each lasting until the next one starts."""
+    steps = []
+    for i, (start, end) in enumerate(runs):
+        stop = max(end, runs[i + 1][0]) if i + 1 < len(runs) else end
+        steps.append(Step(number=i, start_ns=start, end_ns=stop, annotated=False))
+    return steps
+
+
+def steps_from(marks, intervals: list[tuple[float, float]], runs: list[tuple[float, float]]) -> list[Step]:
+    """Steps from `StepTraceAnnotation` events, as a sequence of back-to-back periods.
+
+    When the step program ran once per annotated step, step i ends at the latest of: its
+    execution's end (dispatch is asynchronous, so a step's ops may run after the next
+    annotation began), its annotation's end, and the next annotation's start (host time
+    between steps belongs to the step before). Otherwise each step is extended to the end
+    of the ops that started inside it.
+    """
+    if not marks:
+        return _steps_from_runs(runs)
+    if len(runs) == len(marks):
+        steps, begin = [], marks[0][0]
+        for i, ((start, mark_end, num), (_, run_end)) in enumerate(zip(marks, runs)):
+            end = max(run_end, mark_end, marks[i + 1][0] if i + 1 < len(marks) else run_end, begin)
+            steps.append(Step(number=num, start_ns=begin, end_ns=end))
+            begin = end
+        return steps
+    intervals = sorted(intervals)
+    starts = [s for s, _ in intervals]
+    steps = []
+    for i, (start, end, num) in enumerate(marks):
+        limit = marks[i + 1][0] if i + 1 < len(marks) else float("inf")
+        lo, hi = bisect.bisect_left(starts, start), bisect.bisect_left(starts, limit)
+        last_op_end = max((intervals[j][1] for j in range(lo, hi)), default=end)
+        steps.append(Step(number=num, start_ns=start, end_ns=max(end, last_op_end)))
+    return steps

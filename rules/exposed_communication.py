@@ -1,0 +1,160 @@
+"""exposed-communication: collectives take a large share of the step, with no compute beside them.
+
+## What it does
+For each device, takes the time its collectives (all-reduce, all-gather, reduce-scatter,
+all-to-all, collective-permute, found through their HLO opcode) ran inside the steps with no
+compute of that device beside them: the exposed communication on the step's critical path.
+It splits that time into waiting for peers to arrive (CPU: the rendezvous' `Wait:
+pending_threads` events) and the rest, the transfer, and fires when the transfer is a large
+share of the step on the median device. Evidence: per step, the exposed time, transfer and
+wait apart, the collectives' count, the bytes each device moves (from the HLO operand shapes
+and replica groups) and their algorithmic bandwidth.
+
+## Why is this bad?
+While a device waits for a collective it computes nothing. Data parallelism all-reduces every
+gradient every step: with little compute per step (a small per-device batch) or many small
+collectives, the step is bound by communication, and more devices make it worse.
+
+Waiting for peers is reported apart because it is not communication: a device that waits
+long while another never waits points at a straggler (see device-imbalance).
+
+## Example
+```python
+# 2 examples per device, 8 MiB of gradients all-reduced every step
+step = jax.jit(train_step)   # batch of 16 sharded over 8 devices
+```
+
+## Use instead
+More work per synchronization: a larger per-device batch, or accumulate gradients over several
+microbatches before the all-reduce (Part 2.1's `accumulate_gradients` inside `shard_map`, then
+one `pmean`). Fewer, larger collectives (XLA combines small ones up to a threshold:
+`--xla_gpu_all_reduce_combine_threshold_bytes`). On GPU, overlap collectives with compute:
+`XLA_FLAGS="--xla_gpu_enable_async_collectives=true --xla_gpu_enable_latency_hiding_scheduler=true
+--xla_gpu_enable_highest_priority_async_stream=true"` as Part 2.1 sets.
+
+On the CPU backend the simulated devices share the host's cores and a collective is a memory
+copy between threads: the finding stays `info` there, a pointer to what the same program would
+do on accelerators, not a measurement of it.
+
+## Options
+- `min_share` (default 0.2): fire when exposed collective transfer is at least this share of the step (median device).
+- `small_collective_bytes` (default 1 MiB): collectives under this many bytes per device count as small.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from advisor.findings import Expected, Finding, Recommendation
+from advisor.model import Profile
+from advisor.rule import Rule
+from advisor.units import mib, ms, pct
+
+MANY_COLLECTIVES = 4      # per step: from this many small collectives, combining them is the advice
+CPU_NOTE = ("the CPU backend's simulated devices share the host's cores: collectives here are memory copies "
+            "between threads, and their share of the step says little about accelerators")
+
+
+def _median_device(devices, key):
+    ranked = sorted(devices, key=key)
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def _per_step_counts(profile: Profile) -> dict[str, float]:
+    """Executions of each collective of the step program per step on one device."""
+    devices = max(1, len(profile.hosts[0].devices)) if profile.hosts else 1
+    steps = max(1, len(profile.steps))
+    return {o.name: o.count / steps / devices for o in profile.ops if o.module == profile.step_module}
+
+
+def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int = 1024 * 1024):
+    devices = profile.device_activity
+    module = profile.modules.get(profile.step_module or "")
+    if len(devices) < 2 or module is None:
+        return
+    median = _median_device(devices, key=lambda d: (d.exposed_ns - min(d.wait_ns, d.exposed_ns)) / max(d.step_ns, 1.0))
+    step = median.step_ns
+    wait = min(median.wait_ns, median.exposed_ns)
+    transfer = median.exposed_ns - wait
+    share = transfer / step if step > 0 else 0.0
+    if share < min_share:
+        return
+    counts = _per_step_counts(profile)
+    n = len(devices)
+    rows = []
+    for op, ns in sorted(median.collectives.items(), key=lambda kv: -kv[1]):
+        ins = module.instructions.get(op)
+        if ins is None:
+            continue
+        per_step = counts.get(op, 1.0)
+        moved = ins.bytes_moved(n) * per_step
+        busy = ns - median.collective_wait.get(op, 0.0)
+        rows.append({"instruction": op, "opcode": ins.opcode, "per_step": round(per_step, 2),
+                     "bytes_per_device": int(moved), "time_ms": round(ns / 1e6, 3),
+                     "wait_ms": round(median.collective_wait.get(op, 0.0) / 1e6, 3),
+                     "algorithmic_gb_per_s": round(moved / busy, 3) if busy > 0 else None})
+    count = sum(r["per_step"] for r in rows)
+    moved = sum(r["bytes_per_device"] for r in rows)
+    small = count >= MANY_COLLECTIVES and moved / max(count, 1) < small_collective_bytes
+    if small:
+        text = (f"{count:.0f} collectives per step move {mib(moved)} per device, {mib(int(moved / count))} each: "
+                "fewer, larger collectives (group the gradients into one all-reduce; XLA combines small ones "
+                "up to --xla_gpu_all_reduce_combine_threshold_bytes on GPU)")
+    else:
+        plural = "s" if round(count) != 1 else ""
+        text = (f"{mib(moved)} per device per step in {count:.0f} collective{plural}: do more work per "
+                "synchronization (a larger per-device batch, or accumulate gradients over microbatches "
+                "before the all-reduce)")
+    if profile.backend == "gpu":
+        text += ("; overlap them with compute: XLA_FLAGS=\"--xla_gpu_enable_async_collectives=true "
+                 "--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_enable_highest_priority_async_stream=true\"")
+    cost = ("a larger per-device batch needs memory for its activations; accumulation runs the microbatches "
+            "one after another")
+    if profile.backend == "cpu":
+        cost += f"; {CPU_NOTE}"
+    yield Finding(
+        rule=RULE.id,
+        severity="info" if profile.backend == "cpu" else RULE.severity,
+        title=f"collectives with no compute beside them take {pct(share)} of the step in data transfer "
+              f"({ms(transfer)} per step on the median device {median.name}), and {ms(wait)} more waiting for peers",
+        evidence={
+            "devices": n,
+            "median_device": median.name,
+            "host": median.host,
+            "step_ms": round(step / 1e6, 3),
+            "exposed_collective_ms": round(median.exposed_ns / 1e6, 3),
+            "transfer_ms": round(transfer / 1e6, 3),
+            "wait_ms": round(wait / 1e6, 3),
+            "transfer_share": round(share, 4),
+            "collectives_per_step": round(count, 2),
+            "bytes_per_device_per_step": moved,
+            "collectives": rows[:5],
+            "transfer_share_by_device": {d.name: round((d.exposed_ns - min(d.wait_ns, d.exposed_ns)) / d.step_ns, 4)
+                                         for d in devices if d.step_ns > 0},
+        },
+        recommendation=Recommendation(
+            text=text,
+            expected=Expected("step_time", round(transfer / 1e6, 3), "ms",
+                              f"up to {ms(transfer)} per step if the transfer were hidden or amortized"),
+            cost=cost,
+        ),
+        impact=share,
+    )
+
+
+def notes(profile: Profile) -> list[str]:
+    if profile.backend != "cpu" or len(profile.device_activity) < 2:
+        return []
+    return [f"{len(profile.device_activity)} simulated CPU devices share this host's cores: per-device compute, "
+            "wait and idle times include waiting for a core"]
+
+
+RULE = Rule(
+    id="exposed-communication",
+    severity="warning",
+    backends=("cpu", "gpu", "tpu"),
+    summary="collectives on the critical path take a large share of the step (transfer and waiting apart)",
+    check=check,
+    doc=__doc__,
+    notes=notes,
+)

@@ -1,0 +1,54 @@
+"""The bundled workloads' `parallel` section: data parallelism and FSDP on simulated CPU devices."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, advisor, cli
+from advisor import workloads
+from advisor.workloads.config import ConfigError
+
+
+def test_parallel_data_must_divide_the_minibatch():
+    with pytest.raises(ConfigError, match="parallel.data=3"):
+        workloads.resolve("mlp", "tiny", ["parallel.data=3"])
+    assert workloads.resolve("transformer", "tiny", ["parallel.data=8"])["parallel"]["data"] == 8
+
+
+def test_loss_on_eight_devices_equals_one_device():
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "parallel_workload_loss.py"), "mlp", "8"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["devices"] == 8 and out["all_reduce"] and out["all_gather"]
+    # two steps: the second loss checks the update from the all-reduced (or reduce-scattered) gradients
+    assert out["many"] == pytest.approx(out["one"], rel=1e-5)
+    assert out["fsdp"] == pytest.approx(out["one"], rel=1e-5)
+
+
+def test_run_workload_creates_the_devices_and_advises_fsdp(tmp_path):
+    env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+    proc = advisor("run-workload", "mlp", "--preset", "tiny", "--set", "parallel.data=8",
+                   "--set", "model.hidden_size=1024", "--set", "model.num_layers=2", "--steps", "2",
+                   "--logdir", tmp_path, "--format", "json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert run["hosts"][0]["devices"] == [f"cpu:{i}" for i in range(8)]
+    (f,) = [f for f in run["findings"] if f["rule"] == "replicated-state"]
+    assert f["recommendation"]["config"] == {"parallel.fsdp": True}
+    assert f["evidence"]["devices"] == 8
+
+
+def test_run_workload_on_two_hosts_writes_one_run(tmp_path):
+    proc = cli("run-workload", "mlp", "--preset", "tiny", "--hosts", "2", "--set", "parallel.data=4",
+               "--steps", "2", "--logdir", tmp_path, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert [(h["name"], h["devices"]) for h in run["hosts"]] == [("host0", ["cpu:0", "cpu:1"]),
+                                                                 ("host1", ["cpu:2048", "cpu:2049"])]
+    assert run["summary"]["run"]["workload"] == "mlp" and len(run["summary"]["devices"]) == 4
+    assert len(list(tmp_path.rglob("*.xplane.pb"))) == 2
