@@ -121,6 +121,8 @@ def _relabel(result: Union[Analysis, RunFailure], local: str, url: str) -> Union
         return RunFailure(result.path.replace(local, url), result.reason.replace(local, url))
     p = result.profile
     p.path = p.path.replace(local, url)
+    for host in p.hosts:
+        host.path = host.path.replace(local, url)
     p.notes[:] = [n.replace(local, url) for n in p.notes]
     p.warnings[:] = [w.replace(local, url) for w in p.warnings]
     return result

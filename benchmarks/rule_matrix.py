@@ -58,7 +58,8 @@ PLAIN_PROGRAMS = [
     ("plain JAX: no donation", ["wide"], {"missing-buffer-donation"}),
     ("plain JAX: donated", ["wide", "donate"], set()),
     ("plain JAX: recompiles every step", ["recompile"], {"recompilation", "host-bound"}),
-    ("plain JAX: prints its loss every step", ["print"], {"host-bound", "missing-buffer-donation"}),
+    # its undonated weight is 1 MiB: under the 4 MiB a donation finding needs (advisor/remedies.py)
+    ("plain JAX: prints its loss every step", ["print"], {"host-bound"}),
     ("plain JAX: copies its batch from host", ["h2d"], {"host-device-transfer", "host-bound"}),
     ("plain JAX: clean loop", ["clean"], set()),
 ]
