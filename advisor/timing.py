@@ -186,20 +186,28 @@ def _serve(spec: dict) -> None:
 
     config = workloads.resolve(spec["workload"], spec.get("preset", "tiny"), spec.get("overrides", []))
     built, compiled, minibatch = compile_abstract(spec["workload"], config)
-    state = built.init_state()
-    metrics = zero_metrics(built.loss_fn, state, minibatch)
+    state0 = built.init_state()
+    metrics0 = zero_metrics(built.loss_fn, state0, minibatch)
+
+    def fresh():
+        # Every timed step starts from the same state: a step's time can depend on the values it
+        # computes (denormals), and two sides that had run different numbers of steps would
+        # drift apart. A copy, because a donating step deletes its inputs.
+        return jax.block_until_ready(jax.tree_util.tree_map(lambda x: x.copy() if isinstance(x, jax.Array) else x, (state0, metrics0)))
+
     for _ in range(WARMUP_STEPS):
-        state, metrics = compiled(state, metrics, built.batch)
-    jax.block_until_ready(metrics)
+        jax.block_until_ready(compiled(*fresh(), built.batch))
     print(json.dumps({"ready": True, "backend": jax.devices()[0].platform}), flush=True)
     for line in sys.stdin:
         steps = int(json.loads(line)["steps"])
         ms = []
         for _ in range(steps):
+            state, metrics = fresh()
             t0 = time.perf_counter()
-            state, metrics = compiled(state, metrics, built.batch)
-            jax.block_until_ready(metrics)
+            out = compiled(state, metrics, built.batch)
+            jax.block_until_ready(out)
             ms.append(round((time.perf_counter() - t0) * 1e3, 3))
+            del out, state, metrics
         print(json.dumps({"ms": ms}), flush=True)
 
 
