@@ -443,7 +443,7 @@ def collective_entries(profile: Profile) -> list[dict[str, Any]]:
         out.append({"instruction": op, "opcode": ins.opcode, "per_step": round(per_step, 3),
                     "bytes_per_device": int(moved), "time_ms": round(time_ns / 1e6, 3),
                     "transfer_ms": round(transfer / 1e6, 3), "wait_ms": round(wait_ns / 1e6, 3),
-                    "algorithmic_gb_per_s": round(moved / transfer, 3) if transfer > 0 else None})
+                    "algorithmic_gb_per_s": float(f"{moved / transfer:.4g}") if transfer > 0 else None})
     return sorted(out, key=lambda c: -c["time_ms"])
 
 

@@ -151,14 +151,14 @@ def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, 
         return      # the others do not wait for it: not a straggler
     lost = sum(max(0.0, d.wait_ns - slowest.wait_ns) for d in others)
     causes = _causes(slowest, others, profile.modules.get(profile.step_module or ""))
-    where = f"{slowest.name} on host {slowest.host}"
+    where = f"{slowest.name} (host {slowest.host})"
     hosts = {d.host for d in devices}
-    host_note = ""
+    slow_host = None
     if len(hosts) > 1:
         same_host = [d for d in devices if d.host == slowest.host]
         if len(same_host) > 1 and all(d.compute_ns >= slowest.compute_ns / ratio * (cpu_min_ratio if cpu else min_ratio)
                                       for d in same_host):
-            host_note = f"; every device of host {slowest.host} is slow: look at that host (input pipeline, compiles)"
+            slow_host = same_host
     severity = ("warning" if ratio >= cpu_warning_ratio else "info") if cpu else RULE.severity
     cost = "none at run time once the work is even; padding to a common length computes the padding"
     if cpu:
@@ -166,12 +166,32 @@ def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, 
                  "between them is scheduling")
     gain = min(extra, others_wait)
     cause_text = ", ".join(f"{c['op']} ({c['extra_ms']:.2f} ms more per step)" for c in causes)
+    if slow_host:
+        # The whole host is slow: name the host, against the other hosts' devices (those that wait).
+        theirs = [d for d in devices if d.host != slowest.host]
+        host_compute = statistics.mean(d.compute_ns for d in slow_host)
+        their_compute = statistics.median(d.compute_ns for d in theirs)
+        their_wait = statistics.median(d.wait_ns for d in theirs)
+        gain = min(host_compute - their_compute, their_wait)
+        title = (f"straggler host {slowest.host}: its {len(slow_host)} devices compute {ms(host_compute)} per step "
+                 f"against {ms(their_compute)} on the other hosts' devices, which wait {ms(their_wait)} each per "
+                 "step for them")
+        text = (f"look at host {slowest.host}: every one of its devices computes longer (slowest {where}"
+                + (f", mostly in {cause_text}" if causes else "")
+                + "); the same program computes less elsewhere, so the host itself is slower (its input "
+                  "pipeline, other work on it, its hardware) or its shards are larger")
+        expected = f"up to {ms(gain)} per step ({pct(gain / slowest.step_ns)} of the step), the time the other hosts' devices wait"
+    else:
+        title = (f"straggler: {where} computes {ms(extra)} longer per step than the typical device "
+                 f"({ratio:.1f}x), and the other devices wait for it ({ms(others_wait)} per step, typical)")
+        text = (f"balance the work across devices: {where} has more to compute each step"
+                + (f", mostly in {cause_text}" if causes else "")
+                + " (uneven shards, sequence lengths or data-dependent loop counts)")
+        expected = f"up to {ms(gain)} per step ({pct(gain / slowest.step_ns)} of the step), the time the others wait for it"
     yield Finding(
         rule=RULE.id,
         severity=severity,
-        title=f"straggler: {where} computes {ms(extra)} longer per step than the typical device "
-              f"({ratio:.1f}x), and the other {len(others)} devices wait for it ({ms(lost / len(others))} "
-              "each per step)",
+        title=title,
         evidence={
             "straggler": slowest.name,
             "host": slowest.host,
@@ -186,14 +206,11 @@ def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, 
             "devices": len(devices),
             "hosts": len(hosts),
             "extra_time_in": causes,
+            "slow_host": slowest.host if slow_host else None,
         },
         recommendation=Recommendation(
-            text=f"balance the work across devices: {where} has more to compute each step"
-                 + (f", mostly in {cause_text}" if causes else "")
-                 + " (uneven shards, sequence lengths or data-dependent loop counts)" + host_note,
-            expected=Expected("step_time", round(gain / 1e6, 3), "ms",
-                              f"up to {ms(gain)} per step ({pct(gain / slowest.step_ns)} of the step), the time "
-                              "the others wait for it"),
+            text=text,
+            expected=Expected("step_time", round(gain / 1e6, 3), "ms", expected),
             cost=cost,
         ),
         impact=extra / slowest.step_ns if slowest.step_ns else 0.0,

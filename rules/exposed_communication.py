@@ -92,7 +92,7 @@ def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int 
         rows.append({"instruction": op, "opcode": ins.opcode, "per_step": round(per_step, 2),
                      "bytes_per_device": int(moved), "time_ms": round(ns / 1e6, 3),
                      "wait_ms": round(median.collective_wait.get(op, 0.0) / 1e6, 3),
-                     "algorithmic_gb_per_s": round(moved / busy, 3) if busy > 0 else None})
+                     "algorithmic_gb_per_s": float(f"{moved / busy:.4g}") if busy > 0 else None})
     count = sum(r["per_step"] for r in rows)
     moved = sum(r["bytes_per_device"] for r in rows)
     small = count >= MANY_COLLECTIVES and moved / max(count, 1) < small_collective_bytes

@@ -80,7 +80,8 @@ def test_device_imbalance_never_blames_a_balanced_program(loaded_profile):
 def test_device_imbalance_names_the_slow_host(loaded_profile):
     (f,) = findings(loaded_profile, "parallel/two_hosts_straggler", "device-imbalance")
     assert f.evidence["host"] == "host1" and f.evidence["hosts"] == 2
-    assert "every device of host host1 is slow" in f.recommendation.text
+    assert f.evidence["slow_host"] == "host1" and f.title.startswith("straggler host host1: its 4 devices")
+    assert "look at host host1" in f.recommendation.text
     assert not findings(loaded_profile, "parallel/two_hosts", "device-imbalance")
 
 

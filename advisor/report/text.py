@@ -1,4 +1,4 @@
-"""The terminal report: a summary per run, then findings, most costly first."""
+"""The terminal report: a summary per run, then findings by severity, most costly first within each."""
 
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ def _device_table(doc: dict, console: Console) -> None:
     for col in ("instruction", "opcode", "per step", "bytes per device", "time", "transfer", "wait", "bandwidth"):
         table.add_column(col, justify="left" if col in ("instruction", "opcode") else "right")
     for c in shown:
-        bandwidth = f"{c['algorithmic_gb_per_s']:.2f} GB/s" if c["algorithmic_gb_per_s"] is not None else "n/a"
+        bandwidth = _bandwidth(c["algorithmic_gb_per_s"])
         table.add_row(c["instruction"], c["opcode"], f"{c['per_step']:g}", size(c["bytes_per_device"]),
                       f"{c['time_ms']:.2f} ms", f"{c['transfer_ms']:.2f} ms", f"{c['wait_ms']:.2f} ms", bandwidth)
     console.print(table)
@@ -225,7 +225,7 @@ def _findings(doc: dict, console: Console) -> None:
     if not findings:
         console.print(Text("No findings: none of the rules saw a problem in this run.", style="green"))
         return
-    console.print(Text(f"{len(findings)} finding{'s' if len(findings) > 1 else ''}, most costly first:", style="bold"))
+    console.print(Text(f"{len(findings)} finding{'s' if len(findings) > 1 else ''}, by severity, most costly first:", style="bold"))
     for f in findings:
         head = Text()
         head.append(f"{f['severity']:<8}", style=_STYLE[f["severity"]])
@@ -254,3 +254,10 @@ def _value(v) -> str:
     if isinstance(v, (list, tuple)):
         return ",".join(map(str, v))
     return str(v)
+
+
+def _bandwidth(gb_per_s) -> str:
+    """GB/s, or MB/s below 1 GB/s (a small collective that mostly waits reads 0.00 GB/s otherwise)."""
+    if gb_per_s is None:
+        return "n/a"
+    return f"{gb_per_s:.2f} GB/s" if gb_per_s >= 1 else f"{gb_per_s * 1e3:.2f} MB/s"
