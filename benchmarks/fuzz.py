@@ -41,25 +41,16 @@ def fixture_run(name: str = FIXTURE) -> Path:
     return next((ROOT / "fixtures" / name).rglob("*.xplane.pb")).parent
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    out = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        out |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return out, pos
-        shift += 7
-
-
 def metadata_range(data: bytes) -> tuple[int, int]:
     """Byte range of the `/host:metadata` plane (it holds the HLO protos) in a serialized XSpace."""
+    from advisor.load.xspace_slice import _plane_name, _varint
+
     pos = 0
     while pos < len(data):
         key, pos = _varint(data, pos)
         length, body = _varint(data, pos)
         pos = body + length
-        if key == (1 << 3 | 2) and b"/host:metadata" in data[body:body + 64]:
+        if key == (1 << 3 | 2) and _plane_name(data, body, pos) == b"/host:metadata":
             return body, pos
     raise ValueError("no metadata plane")
 

@@ -12,7 +12,7 @@ import optax
 
 from . import config as cfg
 from . import parallel
-from .train import Batch, Built, TrainState, make_train_step
+from .train import Batch, Built, TrainState, make_train_step, shared_remedy_config
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -51,26 +51,9 @@ PRESETS = {
 
 def remedy_config(remedy, config: dict) -> dict:
     """The MLP's config keys for each remedy (advisor.remedies.Kind), from the current config."""
-    kind = getattr(remedy.kind, "value", remedy.kind)
-    m, d, o = config.get("model", {}), config.get("data", {}), config.get("optimizer", {})
-    n = o.get("num_minibatches", 1)
-    if kind == "remat":
-        return {} if m.get("remat") else {"model.remat": True}
-    if kind == "donate":
-        return {} if config.get("train", {}).get("donate") else {"train.donate": True}
-    if kind == "bfloat16":
-        return {"model.dtype": "bfloat16"} if m.get("dtype") != "bfloat16" else {}
-    if kind == "fewer_minibatches":
-        return {"optimizer.num_minibatches": remedy.value or 1} if n > 1 else {}
-    if kind == "more_minibatches":
-        factor = remedy.value or 2
-        return {"optimizer.num_minibatches": n * factor} if d.get("batch_size", 0) % (n * factor) == 0 else {}
-    if kind == "smaller_batch":
-        half = d.get("batch_size", 0) // 2
-        return {"data.batch_size": half} if half >= n and half % n == 0 else {}
-    if kind == "fsdp":
-        return parallel.fsdp_config(config)
-    return {}   # no layer scan to unroll
+    if getattr(remedy.kind, "value", remedy.kind) == "remat":
+        return {} if config.get("model", {}).get("remat") else {"model.remat": True}
+    return shared_remedy_config(remedy, config)   # no layer scan to unroll
 
 
 class Layer(nn.Module):

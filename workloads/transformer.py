@@ -13,7 +13,8 @@ import optax
 
 from . import config as cfg
 from . import parallel
-from .train import Batch, Built, TrainState, learning_rate_schedule, make_train_step, zero_metrics
+from .train import (Batch, Built, TrainState, learning_rate_schedule, make_train_step, shared_remedy_config,
+                    zero_metrics)
 
 REMAT_CHOICES = ("MLP", "Attn", "Block")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -70,10 +71,7 @@ PRESETS = {
 def remedy_config(remedy, config: dict) -> dict:
     """The Transformer's config keys for each remedy (advisor.remedies.Kind), from the current config."""
     kind = getattr(remedy.kind, "value", remedy.kind)
-    if kind == "fsdp":
-        return parallel.fsdp_config(config)
-    m, d, o = config.get("model", {}), config.get("data", {}), config.get("optimizer", {})
-    n = o.get("num_minibatches", 1)
+    m = config.get("model", {})
     if kind == "remat":   # "blocks": add remat where there is none; "sub_blocks" / "block": that granularity
         if remedy.target == "scanned_blocks":
             change = {} if m.get("scan_layers", True) else {"model.scan_layers": True}
@@ -86,21 +84,9 @@ def remedy_config(remedy, config: dict) -> dict:
         return {"model.scan_layers": False} if m.get("scan_layers", True) else {}
     if kind == "scan_layers":
         return {} if m.get("scan_layers", True) else {"model.scan_layers": True}
-    if kind == "donate":
-        return {} if config.get("train", {}).get("donate") else {"train.donate": True}
     if kind == "bfloat16" and remedy.target == "attention_logits":
         return {"model.softmax_dtype": "bfloat16"} if m.get("softmax_dtype") != "bfloat16" else {}
-    if kind == "bfloat16":
-        return {"model.dtype": "bfloat16"} if m.get("dtype") != "bfloat16" else {}
-    if kind == "fewer_minibatches":
-        return {"optimizer.num_minibatches": remedy.value or 1} if n > 1 else {}
-    if kind == "more_minibatches":
-        factor = remedy.value or 2
-        return {"optimizer.num_minibatches": n * factor} if d.get("batch_size", 0) % (n * factor) == 0 else {}
-    if kind == "smaller_batch":
-        half = d.get("batch_size", 0) // 2
-        return {"data.batch_size": half} if half >= n and half % n == 0 else {}
-    return {}
+    return shared_remedy_config(remedy, config)
 
 
 def dot_product_attention(query, key, value, mask, softmax_dtype):
