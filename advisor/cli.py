@@ -355,7 +355,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
 
     from .check import StepTimeEvidence, parse_percent, read_baseline_doc, run_check, save_baseline
     from .engine import analyze_path
-    from .timing import Worker, measure, remeasure
+    from .timing import Worker, confirm, measure, remeasure
 
     if bool(path) == bool(workload):
         raise AdvisorError("give either a trace PATH or --workload NAME to check")
@@ -389,8 +389,10 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                     else:
                         evidence.base_label = "baseline's configuration (" + " ".join(
                             [base_spec["workload"], base_spec["preset"], *base_spec["overrides"]]) + ")"
+                    def start_pair():
+                        return [Worker(base_spec, base_python, "base"), Worker(new_spec, None, "candidate")]
                     # started now: they compile while this process profiles the candidate
-                    workers = [Worker(base_spec, base_python, "base"), Worker(new_spec, None, "candidate")]
+                    workers = start_pair()
                 path = profile_workload(workload, preset, config, logdir or Path(tmp), progress)
                 workload_info = {"name": workload, "preset": preset, "overrides": items}
             analyses = analyze_path(path, rules, options, device_memory=capacity)
@@ -407,7 +409,9 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                 if not base and not workers:
                     sys.exit(0)
             if workers:
-                evidence.paired = measure(*workers, step_budget, rounds, round_steps, progress)
+                first = measure(*workers, step_budget, rounds, round_steps, progress)
+                evidence.paired, again = confirm(first, start_pair, step_budget, rounds, round_steps, progress)
+                workers += again
             result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
                                evidence, strict_time)
             time_check = next((c for c in result.checks if c.name == "budget:step-time"), None)

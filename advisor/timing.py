@@ -161,6 +161,23 @@ def measure(base: Worker, new: Worker, budget: float, rounds: int = 8, steps: in
     return timing
 
 
+def confirm(timing: PairedTiming, start_pair, budget: float, rounds: int = 8, steps: int = 2,
+            progress=lambda msg: None) -> tuple[PairedTiming, list["Worker"]]:
+    """A slowdown seen by one pair of workers, measured again by a fresh pair, all rounds pooled.
+
+    Two processes running the same compiled step can differ by about 10% for as long as they live
+    (where the allocator and the loader put their memory), so one pair can show a slowdown that
+    the code does not have. `start_pair()` starts a new (base, candidate) pair; the caller closes
+    the pair returned. A real slowdown is seen by both pairs and still fails; one pair's own
+    offset is halved by the pooled median."""
+    if not paired_verdict(timing, budget).regressed:
+        return timing, []
+    progress("slower than the budget: measuring again with a fresh pair of timing workers")
+    pair = start_pair()
+    again = measure(*pair, budget, rounds, steps, progress)
+    return PairedTiming(timing.base + again.base, timing.new + again.new), pair
+
+
 def remeasure(spec: dict, repeats: int = 3, steps: int = 3) -> list[float]:
     """Median step time (ms) of `repeats` more runs of `steps` steps, threaded as the profiled run was."""
     worker = Worker({**spec, "single_thread": False}, label="re-measure")

@@ -192,6 +192,42 @@ def test_paired_verdict_slow_rounds_in_a_minority_do_not_fail():
     assert not paired_verdict(timing, 0.10).regressed
 
 
+class _FakeWorker:
+    """A timing worker answering a fixed step time (ms), for the confirmation logic."""
+
+    def __init__(self, ms):
+        self.ms = ms
+
+    def wait_ready(self):
+        return {"ready": True}
+
+    def run(self, steps):
+        return [self.ms] * steps
+
+
+def test_a_slowdown_is_confirmed_by_a_fresh_pair_of_workers():
+    from advisor.timing import confirm, paired_verdict
+    offset = _paired([100] * 8, [1.13] * 8)          # one pair's own offset, over the 10% budget
+    started = []
+
+    def fresh_pair(ratio):
+        def start():
+            started.append(ratio)
+            return [_FakeWorker(100.0), _FakeWorker(100.0 * ratio)]
+        return start
+
+    # the fresh pair sees no slowdown: the pooled median is under the budget
+    pooled, pair = confirm(offset, fresh_pair(1.0), 0.10, rounds=8, steps=2)
+    assert started == [1.0] and len(pair) == 2 and len(pooled.ratios()) == 16
+    assert not paired_verdict(pooled, 0.10).regressed
+    # a real slowdown is seen by both pairs and still fails
+    pooled, _ = confirm(offset, fresh_pair(1.25), 0.10, rounds=8, steps=2)
+    assert paired_verdict(pooled, 0.10).regressed
+    # no slowdown: no second pair is started
+    same, pair = confirm(_paired([100] * 8, [1.0] * 8), fresh_pair(1.0), 0.10)
+    assert pair == [] and len(same.ratios()) == 8 and started == [1.0, 1.25]
+
+
 def test_paired_verdict_needs_rounds_and_asks_for_more_when_undecided():
     from advisor.timing import needs_more_rounds, paired_verdict
     v = paired_verdict(_paired([100, 100], [1.5, 1.5]), 0.10)
