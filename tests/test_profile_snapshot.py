@@ -1,0 +1,48 @@
+"""The loader builds, from every committed trace, the profile model recorded in
+fixtures/profile_models.json.xz (taken before the reader was rewritten to compact columns):
+the reader under the model can change, the model it gives cannot, unless on purpose."""
+
+import json
+import lzma
+import math
+import sys
+
+import pytest
+
+from conftest import FIXTURES
+
+sys.path.insert(0, str(FIXTURES))
+from snapshot_profile_models import SNAPSHOT, model_of, readable_copy, run_folders  # noqa: E402
+
+EXPECTED = json.loads(lzma.decompress(SNAPSHOT.read_bytes()))
+RUNS = run_folders()
+
+
+def _same(a, b, where="") -> None:
+    """Equal, floats to 1e-9 relative (sums taken in another order may differ in the last bit)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert isinstance(a, (int, float)) and isinstance(b, (int, float)), where
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6), f"{where}: {a} != {b}"
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), f"{where}: keys {sorted(a)} != {sorted(b)}"
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), f"{where}: {len(a)} items != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def test_every_fixture_is_in_the_snapshot():
+    assert sorted(str(r.relative_to(FIXTURES)) for r in RUNS) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda r: str(r.relative_to(FIXTURES)))
+def test_same_profile_model_as_the_snapshot(run, tmp_path):
+    from advisor.load.loader import load_run
+    from advisor.locate import find_runs
+
+    (found,) = find_runs(readable_copy(run, tmp_path))
+    _same(model_of(load_run(found)), EXPECTED[str(run.relative_to(FIXTURES))], "profile")
