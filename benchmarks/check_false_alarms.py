@@ -10,11 +10,14 @@ starts and always stops.
 By default each run is the step-time judgement as `advisor check --workload` makes it
 (interleaved rounds, the paired verdict, more rounds when undecided) on timing workers started
 once (a base, an unchanged and a bfloat16 candidate) so that a run costs its rounds, not three
-JAX start-ups and compiles; --full runs the whole `advisor check` command each time (fresh
-workers, profile, analysis, memory and findings too). Either way it first runs one full check
-of the bfloat16 arm to show what memory and findings say about it.
+JAX start-ups and compiles. --fresh starts a new pair of timing workers for every run, as the
+command does, and confirms a slowdown with a second fresh pair, as the command does (two
+processes running the same step can differ by about 10% for as long as they live, which
+long-lived workers never show). --full runs the whole `advisor check` command each time (fresh
+workers, profile, analysis, memory and findings too). Each first runs one full check of the
+bfloat16 arm to show what memory and findings say about it.
 
-    nice -n 5 python benchmarks/check_false_alarms.py [--runs 20] [--load 1] [--full]
+    nice -n 5 python benchmarks/check_false_alarms.py [--runs 20] [--load 1] [--fresh | --full]
 """
 
 from __future__ import annotations
@@ -58,6 +61,30 @@ def time_check(base, new) -> tuple[bool, float | None, list[str]]:
     return verdict.regressed, verdict.ratio, ["budget:step-time"] if verdict.regressed else [], ratios
 
 
+def fresh_check(extra: list[str]) -> tuple[bool, float | None, list[str]]:
+    """The step-time path of `advisor check --workload` on a new pair of workers: measure, and
+    confirm a slowdown with another new pair."""
+    from advisor.timing import Worker, confirm, measure, paired_verdict
+
+    spec = {"workload": "transformer", "preset": "tiny", "overrides": CONFIG}
+    new = {**spec, "overrides": CONFIG + extra}
+    pairs = []
+
+    def start_pair():
+        pairs.append([Worker(spec, None, "base"), Worker(new, None, "candidate")])
+        return pairs[-1]
+    try:
+        first = measure(*start_pair(), BUDGET)
+        timing, _ = confirm(first, start_pair, BUDGET)
+    finally:
+        for pair in pairs:
+            for w in pair:
+                w.close()
+    verdict = paired_verdict(timing, BUDGET)
+    ratios = " ".join(f"{r:.2f}" for r in timing.ratios()) + (" (confirmed by a 2nd pair)" if len(pairs) > 1 else "")
+    return verdict.regressed, verdict.ratio, ["budget:step-time"] if verdict.regressed else [], ratios
+
+
 def start_load(n: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
@@ -72,7 +99,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20, help="runs per cell")
     ap.add_argument("--load", type=int, default=1, help="busy neighbour processes in the loaded cells")
-    ap.add_argument("--full", action="store_true", help="run the whole `advisor check` command each time")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--fresh", action="store_true", help="new timing workers for every run, as the command")
+    mode.add_argument("--full", action="store_true", help="run the whole `advisor check` command each time")
     ap.add_argument("--skip-first-check", action="store_true",
                     help="skip the first full check of the bfloat16 arm (memory and findings)")
     args = ap.parse_args()
@@ -80,7 +109,7 @@ def main() -> None:
     t0 = time.perf_counter()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # so the finally blocks stop the load
     workers = {}
-    if not args.full:
+    if not (args.full or args.fresh):
         from advisor.timing import Worker
         spec = {"workload": "transformer", "preset": "tiny", "overrides": CONFIG}
         workers = {"base": Worker(spec, label="base"), "unchanged": Worker(spec, label="unchanged"),
@@ -110,8 +139,9 @@ def run_cells(args, results, workers) -> None:
                 for arm, extra in (("unchanged", []), ("bfloat16", SLOWER)):
                     procs = start_load(n)
                     try:
-                        failed_time, ratio, failed, rounds = (cli_check(extra, baseline) if args.full
-                                                      else time_check(workers["base"], workers[arm]))
+                        failed_time, ratio, failed, rounds = (
+                            cli_check(extra, baseline) if args.full else fresh_check(extra) if args.fresh
+                            else time_check(workers["base"], workers[arm]))
                     finally:
                         stop_load(procs)
                     results.setdefault((arm, load_name), []).append((failed_time, ratio))
@@ -122,7 +152,8 @@ def run_cells(args, results, workers) -> None:
 
 
 def report(args, results, t0) -> None:
-    print(f"\n{'full checks' if args.full else 'step-time verdicts'}, budget +{BUDGET:.0%}, "
+    kind = "full checks" if args.full else "step-time verdicts, fresh workers" if args.fresh else "step-time verdicts"
+    print(f"\n{kind}, budget +{BUDGET:.0%}, "
           f"{time.perf_counter() - t0:.0f} s")
     print(f"{'':22s}{'quiet':>22s}{'load ' + str(args.load):>22s}")
     for arm, label in (("unchanged", "false alarms"), ("bfloat16", "caught regressions")):
