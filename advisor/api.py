@@ -92,7 +92,8 @@ def json_doc_warnings(report: Report) -> list[str]:
 def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, ignore: Iterable[str] = (),
             options: Optional[dict[str, dict[str, Any]]] = None, device_memory: Size = None,
             progress: Callable[[str], None] = lambda msg: None, jobs: Optional[int] = None,
-            engine: str = "process", ray_address: Optional[str] = None) -> Report:
+            engine: str = "process", ray_address: Optional[str] = None,
+            steps: Union[str, slice, None] = None) -> Report:
     """Diagnose the traces under `path` (a logdir, a run folder or one .xplane.pb; a path or an fsspec
     URL such as gs://bucket/logdir, s3://..., file://...).
 
@@ -103,17 +104,18 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     are started by spawn);
     engine: "process" (worker processes on this machine) or "ray" (one Ray task per run, on the
     cluster at ray_address, else a local Ray started for the call). The results are the same.
+    steps: "A:B" (or a slice) analyzes only the steps numbered A to B-1 (the CLI's --steps).
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).
     """
     from .engine import all_rules, analyze_all, select_rules
-    from .settings import validate_options
+    from .settings import parse_steps_flag, validate_options
 
     select = None if select is None else list(select)
     rules = [] if select == [] else select_rules(select or (), list(ignore))
     opts = validate_options(options or {}, {r.id: r for r in all_rules()})
     analyses, failed = analyze_all(path, rules, opts, progress, _size(device_memory, "device_memory"),
                                    jobs=1 if jobs is None else jobs, engine=engine,
-                                   ray_address=ray_address)
+                                   ray_address=ray_address, steps=parse_steps_flag(steps, "steps"))
     return Report(analyses, failed, str(path))
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import sys
 from pathlib import Path
@@ -111,9 +110,12 @@ def main():
 @click.option("--ray-address", metavar="ADDRESS",
               help="With --engine ray: join this Ray cluster (e.g. auto, or ray://head:10001) instead of "
                    "starting a local Ray for the command.")
+@click.option("--steps", "steps_text", metavar="A:B",
+              help="Analyze only the steps numbered A to B-1 (A: or :B for open ends, N for one step): "
+                   "every figure is over those steps, and the report says which.")
 @rule_options
 @user_errors
-def analyze(path, fmt, output, jobs, engine, ray_address, select, ignore, option, device_memory):
+def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ignore, option, device_memory):
     """Diagnose existing traces: a logdir, a run folder or one .xplane.pb, as a path or a URL
     (gs://bucket/logdir, s3://..., file://..., any fsspec URL).
 
@@ -127,8 +129,11 @@ def analyze(path, fmt, output, jobs, engine, ray_address, select, ignore, option
     _check_output(fmt, output)
     if ray_address and engine != "ray":
         raise AdvisorError("--ray-address joins a Ray cluster: give --engine ray too")
+    from .settings import parse_steps_flag
+
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
-    run_options = {"jobs": jobs or default_jobs(), "engine": engine, "ray_address": ray_address}
+    run_options = {"jobs": jobs or default_jobs(), "engine": engine, "ray_address": ray_address,
+                   "steps": parse_steps_flag(steps_text)}
     progress = _progress(sys.stderr.isatty())
     if fmt == "html":
         from .api import analyze as analyze_api

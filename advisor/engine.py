@@ -89,6 +89,7 @@ class Job:
     options: Optional[dict[str, dict]] = None
     device_memory: Optional[int] = None
     as_json: bool = False       # return Analysis.to_json() (small) instead of the Analysis (the whole profile)
+    steps: Optional[slice] = None   # analyze only the steps numbered in this slice (--steps A:B)
 
 
 Result = Union[Analysis, dict, RunFailure]
@@ -110,7 +111,8 @@ def run_job(unit, job: Job) -> list[Result]:
 
 def _one(run: RunFiles, job: Job) -> Union[Analysis, RunFailure]:
     try:
-        return analyze_run(run, None if job.rules is None else list(job.rules), job.options, job.device_memory)
+        return analyze_run(run, None if job.rules is None else list(job.rules), job.options, job.device_memory,
+                           job.steps)
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err))
 
@@ -132,7 +134,8 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
                   options: Optional[dict[str, dict]] = None,
                   progress: Callable[[str], None] = lambda msg: None,
                   device_memory: Optional[int] = None, *, jobs: int = 1, engine: str = "process",
-                  ray_address: Optional[str] = None, as_json: bool = False) -> Iterator[Result]:
+                  ray_address: Optional[str] = None, as_json: bool = False,
+                  steps: Optional[slice] = None) -> Iterator[Result]:
     """Every run under `path`, analyzed `jobs` at a time, yielded in the order of their paths as soon
     as each and all before it are done: an Analysis (or its JSON with as_json), or a RunFailure.
 
@@ -145,7 +148,7 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
     if jobs < 1:
         raise AdvisorError(f"jobs must be at least 1, not {jobs}")
     units = find_units(path)
-    job = Job(None if rules is None else tuple(rules), options, device_memory, as_json)
+    job = Job(None if rules is None else tuple(rules), options, device_memory, as_json, steps)
     if any(isinstance(u, RemoteRun) and u.process_local for u in units):
         jobs, engine = 1, "process"     # memory:// exists in this process only
     if engine == "ray":
@@ -304,15 +307,17 @@ def analyze_all(path: str | Path, rules: Optional[list[Rule]] = None,
                 options: Optional[dict[str, dict]] = None,
                 progress: Callable[[str], None] = lambda msg: None,
                 device_memory: Optional[int] = None, *, jobs: int = 1, engine: str = "process",
-                ray_address: Optional[str] = None) -> tuple[list[Analysis], list[RunFailure]]:
+                ray_address: Optional[str] = None,
+                steps: Optional[slice] = None) -> tuple[list[Analysis], list[RunFailure]]:
     """Every run under `path`: the ones that could be read, and the ones that could not (with why).
 
     A path that holds no run at all is an error (AdvisorError); one unreadable run among many is not.
     jobs/engine/ray_address: see iter_analyses; the results are the same whichever runs them.
+    steps: only the steps numbered in this slice.
     """
     out, failed = [], []
     for result in iter_analyses(path, rules, options, progress, device_memory, jobs=jobs, engine=engine,
-                                ray_address=ray_address):
+                                ray_address=ray_address, steps=steps):
         (failed if isinstance(result, RunFailure) else out).append(result)
     return out, failed
 
@@ -329,10 +334,11 @@ def analyze_path(path: str | Path, rules: Optional[list[Rule]] = None,
 
 
 def analyze_run(run: RunFiles, rules: Optional[list[Rule]] = None,
-                options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None) -> Analysis:
+                options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None,
+                steps: Optional[slice] = None) -> Analysis:
     from .load.loader import load_run
 
-    profile = load_run(run)
+    profile = load_run(run, steps)
     if device_memory:
         profile.device_capacity_bytes = device_memory
         profile.notes.append(f"device memory capacity {device_memory:,} bytes, as given on the command line")

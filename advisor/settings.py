@@ -11,7 +11,7 @@ import configparser
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from .errors import AdvisorError
 from .rule import Rule
@@ -127,6 +127,28 @@ def parse_size(text: str) -> float:
     if unit not in _UNITS or not num:
         raise ValueError(text)
     return float(num) * _UNITS[unit]
+
+
+def parse_steps_flag(text, flag: str = "--steps") -> Optional[slice]:
+    """`A:B` (`A:` or `:B` open-ended): the steps numbered A to B-1, as a Python slice of numbers
+    reads; a bare `N` is step N alone. None when not given; a bad one is one clear error."""
+    if text is None or text == "":
+        return None
+    if isinstance(text, slice):
+        return text
+    parts = str(text).split(":")
+    try:
+        if len(parts) == 1:
+            number = int(parts[0])
+            return slice(number, number + 1)
+        if len(parts) == 2:
+            start, stop = (int(p) if p.strip() else None for p in parts)
+            if start is None or stop is None or start < stop:
+                return slice(start, stop)
+    except ValueError:
+        pass
+    raise AdvisorError(f"{flag} expects step numbers A:B (steps A to B-1; A: or :B for open ends; "
+                       f"N for one step) with A < B, got {text!r}")
 
 
 def parse_size_flag(text, flag: str):

@@ -43,7 +43,6 @@ do on accelerators, not a measurement of it.
 
 from __future__ import annotations
 
-import statistics
 
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile

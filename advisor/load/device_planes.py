@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
+import numpy as np
+
 from ..model import SMALL_KERNEL_NS, DeviceSummary, Transfer, merge_intervals
-from .ops import NO_MODULE, OpAccumulator, module_key, stat_dict
+from .columns import chunks_of
+from .ops import NO_MODULE, OpAccumulator, module_key
 
 _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "MemcpyP2P": "P2P",
                  "MemcpyOther": "Other", "CopyDeviceToDevice": "D2D", "CopyHostToDevice": "H2D",
@@ -14,49 +18,83 @@ _DEVICE_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "memcpy_details
                            "correlation_id"})
 
 
-def device_plane(plane, acc: OpAccumulator, transfers: list[Transfer],
-                 kernel_starts: dict[int, float]) -> DeviceSummary:
-    """Kernels and copies of one GPU (or TPU) plane: op self times, counts, busy intervals.
+class PlaneEvents:
+    """What one GPU/TPU plane recorded, kept until the window of steps is known: each kernel's and
+    copy's start and duration, copies as Transfers, kernel starts by CUPTI correlation id."""
 
-    kernel_starts collects each kernel's start by CUPTI correlation id, to join host launches.
-    """
-    summary = _describe(plane.name, dict(plane.stats))
-    tpu = plane.name.startswith("/device:TPU")
-    spans = []
-    for line in plane.lines:
-        if not (line.name.startswith("Stream") or tpu):
-            continue   # derived lines (XLA Ops, Steps, ...) repeat the stream events
-        events = []
-        for ev in line.events:
-            stats = stat_dict(ev, _DEVICE_STATS)
-            start, dur = ev.start_ns, ev.duration_ns
-            kind = _MEMCPY_KINDS.get(ev.name)
-            details = stats.get("memcpy_details")
-            if kind or details:
-                transfers.append(Transfer(kind=kind or _memcpy_kind(str(details)), start_ns=start,
-                                          duration_ns=dur, bytes=_memcpy_bytes(details), device=plane.name))
+    def __init__(self, summary: DeviceSummary):
+        self.summary = summary        # the plane's description; counts and busy filled by summarize
+        self.kernels: list[tuple[float, float]] = []
+        self.compute: list[tuple[float, float]] = []      # every event that is not a copy
+        self.copies: list[tuple[float, float]] = []
+        self.transfers: list[Transfer] = []
+        self.kernel_starts: dict[int, float] = {}
+
+    @property
+    def name(self) -> str:
+        return self.summary.name
+
+    @property
+    def active(self) -> bool:
+        return bool(self.kernels or self.copies)
+
+    def summarize(self, window: Optional[tuple[float, float]]) -> DeviceSummary:
+        """The plane's DeviceSummary over the window (events that start inside it), or the trace."""
+        def inside(start: float) -> bool:
+            return window is None or window[0] <= start < window[1]
+
+        summary = dataclasses.replace(self.summary)
+        for start, dur in self.copies:
+            if inside(start):
                 summary.memcpy_count += 1
                 summary.memcpy_ns += dur
-            else:
-                spans.append((start, start + dur))   # computing; a copy engine alone is not
-            if not (kind or details) and stats.get("kernel_details"):
-                if "correlation_id" in stats:
-                    kernel_starts[int(stats["correlation_id"])] = start
+        for start, dur in self.kernels:
+            if inside(start):
                 summary.kernel_count += 1
                 summary.kernel_ns += dur
                 if dur < SMALL_KERNEL_NS:
                     summary.small_kernel_count += 1
                     summary.small_kernel_ns += dur
-            op = stats.get("hlo_op")
-            if op is None:
-                events.append((start, dur, NO_MODULE, ev.name, None, plane.name))
-            else:
-                events.append((start, dur, module_key(stats), str(op).split("::")[-1], None, plane.name))
-        events.sort(key=lambda e: e[0])
-        acc.add_line(events, plane.name)
-    summary.busy = merge_intervals(spans)
-    acc.device_busy.extend(summary.busy)
-    return summary
+        summary.busy = merge_intervals((s, s + d) for s, d in self.compute if inside(s))
+        return summary
+
+
+def device_plane(plane, acc: OpAccumulator) -> PlaneEvents:
+    """Kernels and copies of one GPU (or TPU) plane: ops into acc, the rest into PlaneEvents."""
+    record = PlaneEvents(_describe(plane.name, dict(plane.stats)))
+    tpu = plane.name.startswith("/device:TPU")
+    plane_ids: dict[str, int] = {}
+    for line in plane.lines:
+        if not (line.name.startswith("Stream") or tpu):
+            continue   # derived lines (XLA Ops, Steps, ...) repeat the stream events
+        starts_out, durs_out, places, names = [], [], [], []
+        for chunk in chunks_of(line, plane_ids):
+            for i, (start, dur, meta) in enumerate(zip(chunk.start_ns.tolist(), chunk.dur_ns.tolist(),
+                                                       chunk.ids.tolist())):
+                name = chunk.names.get(meta, "")
+                stats = chunk.stats(i, _DEVICE_STATS)
+                kind = _MEMCPY_KINDS.get(name)
+                details = stats.get("memcpy_details")
+                if kind or details:
+                    record.transfers.append(Transfer(kind=kind or _memcpy_kind(str(details)), start_ns=start,
+                                                     duration_ns=dur, bytes=_memcpy_bytes(details),
+                                                     device=plane.name))
+                    record.copies.append((start, dur))
+                else:
+                    record.compute.append((start, dur))   # computing; a copy engine alone is not
+                    if stats.get("kernel_details"):
+                        if "correlation_id" in stats:
+                            record.kernel_starts[int(stats["correlation_id"])] = start
+                        record.kernels.append((start, dur))
+                op = stats.get("hlo_op")
+                module = NO_MODULE if op is None else module_key(stats)
+                starts_out.append(start)
+                durs_out.append(dur)
+                places.append(acc.place_id(module, None, plane.name))
+                names.append(acc.name_id(name if op is None else str(op).split("::")[-1]))
+        acc.add_line(np.array(starts_out, dtype=np.float64), np.array(durs_out, dtype=np.float64),
+                     np.array(places, dtype=np.int64), np.array(names, dtype=np.int64), plane.name)
+    return record
 
 
 def _describe(name: str, stats: dict) -> DeviceSummary:

@@ -6,8 +6,11 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+import numpy as np
+
 from ..model import AllocatorPeak, HostEvent, Transfer
-from .ops import module_key, stat_dict
+from .columns import chunks_of, classify
+from .ops import module_key
 
 # Host thread lines where XLA's CPU runtime executes HLO ops.
 CPU_EXECUTOR_PREFIXES = ("tf_XLA",)
@@ -50,96 +53,192 @@ _ALLOC_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 _ALLOC_STATS = frozenset({"allocator_name", "bytes_allocated", "peak_bytes_in_use"})
 
 
+_CAT_CODES = {None: 0, "compile": 1, "sync": 2, "transfer": 3}
+_CATS = {v: k for k, v in _CAT_CODES.items()}
+_ALLOC, _STEP_MARK = 4, 5      # host event codes beside the categories: allocator event, maybe a step mark
+
+
+def _host_code(name: str) -> int:
+    cat = _host_category(name)
+    if cat is not None:
+        return _CAT_CODES[cat]
+    if name in _ALLOC_EVENTS:
+        return _ALLOC
+    return 0 if name.startswith("$") else _STEP_MARK
+
+
 def host_pass(host, host_events: list[HostEvent], launches: Optional[dict[int, float]] = None):
-    """Step marks; compile / sync / transfer events; allocator peaks from memory events;
-    on GPU traces (launches given) the host launch time of each CUPTI correlation id."""
+    """Step marks; compile / sync / transfer events; allocator memory events;
+    on GPU traces (launches given) the host launch time of each CUPTI correlation id.
+    Each event's kind is decided once per event name: only the events of a kind are visited."""
     marks = []
-    categories: dict[str, Optional[str]] = {}
-    alloc: dict[str, list[int]] = {}    # allocator -> [peak allocated, lifetime peak, events]
+    codes: dict[int, int] = {}
+    plane_ids: dict[str, int] = {}
+    alloc: list[tuple[float, str, int, int]] = []    # (start, allocator, bytes allocated, peak in use)
     for line in host.lines:
         line_name = line.name
         if line_name.startswith("Host Threads") and launches is not None:
-            for ev in line.events:
-                for key, value in ev.stats:
-                    if key == "correlation_id":
-                        launches[int(value)] = ev.start_ns
-                        break
+            for chunk in chunks_of(line, plane_ids):
+                starts = chunk.start_ns.tolist()
+                for i in range(len(chunk)):
+                    for key, value in chunk.stat_items(i):
+                        if key == "correlation_id":
+                            launches[int(value)] = starts[i]
+                            break
             continue
         if line_name.startswith(CPU_EXECUTOR_PREFIXES) or line_name.startswith("Host Threads"):
             continue
         step_line = not line_name.startswith(_NOT_STEP_LINES)
-        for ev in line.events:
-            name = ev.name
-            cat = categories.get(name, "?")
-            if cat == "?":
-                cat = categories[name] = _host_category(name)
-            if cat is not None:
-                host_events.append(HostEvent(name, ev.start_ns, ev.duration_ns, cat))
+        for chunk in chunks_of(line, plane_ids):
+            kind = classify(chunk, _host_code, codes)
+            wanted = np.nonzero((kind != 0) & ((kind != _STEP_MARK) | step_line))[0]
+            if not len(wanted):
                 continue
-            if name in _ALLOC_EVENTS:
-                stats = stat_dict(ev, _ALLOC_STATS)
-                entry = alloc.setdefault(str(stats.get("allocator_name", "?")), [0, 0, 0])
-                entry[0] = max(entry[0], int(stats.get("bytes_allocated", 0) or 0))
-                entry[1] = max(entry[1], int(stats.get("peak_bytes_in_use", 0) or 0))
-                entry[2] += 1
-                continue
-            if not step_line or name.startswith("$"):
-                continue
-            for key, value in ev.stats:
-                if key == "step_num":
-                    marks.append((ev.start_ns, ev.start_ns + ev.duration_ns, int(value)))
-                    break
+            starts, durs, ids, names = chunk.start_ns, chunk.dur_ns, chunk.ids, chunk.names
+            for i in wanted.tolist():
+                code = int(kind[i])
+                start = float(starts[i])
+                if code < _ALLOC:
+                    host_events.append(HostEvent(names.get(int(ids[i]), ""), start, float(durs[i]), _CATS[code]))
+                elif code == _ALLOC:
+                    stats = chunk.stats(i, _ALLOC_STATS)
+                    alloc.append((start, str(stats.get("allocator_name", "?")),
+                                  int(stats.get("bytes_allocated", 0) or 0), int(stats.get("peak_bytes_in_use", 0) or 0)))
+                else:
+                    for key, value in chunk.stat_items(i):
+                        if key == "step_num":
+                            marks.append((start, start + float(durs[i]), int(value)))
+                            break
     marks.sort()
-    allocators = [AllocatorPeak(a, v[0], v[1], v[2]) for a, v in sorted(alloc.items())]
-    return marks, allocators
+    return marks, alloc
 
 
-def cpu_op_events(line, host_events: list[HostEvent], waits: list[tuple[float, float, str]]) -> list[tuple]:
-    """Op events of one XLA CPU executor thread, each with the device that ran it.
+def allocator_peaks(alloc: list[tuple[float, str, int, int]], window=None) -> list[AllocatorPeak]:
+    """Each allocator's peaks from its memory events (those that start inside window, if given)."""
+    by_name: dict[str, list[int]] = {}    # allocator -> [peak allocated, lifetime peak, events]
+    for start, name, allocated, peak in alloc:
+        if window is not None and not window[0] <= start < window[1]:
+            continue
+        entry = by_name.setdefault(name, [0, 0, 0])
+        entry[0] = max(entry[0], allocated)
+        entry[1] = max(entry[1], peak)
+        entry[2] += 1
+    return [AllocatorPeak(a, v[0], v[1], v[2]) for a, v in sorted(by_name.items())]
+
+
+_OP, _SPAN, _OTHER, _XFER, _RENDEZVOUS_EV, _WAIT = range(6)
+
+
+def _cpu_kind(name: str) -> int:
+    return (_SPAN if name.startswith("ThunkExecutor::Execute") and not name.endswith(")")
+            else _OTHER if name.startswith(_NOT_OP_EVENTS)
+            else _XFER if name.startswith(_TRANSFER_NAMES)
+            else _WAIT if name.startswith(_PEER_WAIT)
+            else _RENDEZVOUS_EV if name.startswith(_RENDEZVOUS) else _OP)
+
+
+class _SpanState:
+    """Where a CPU executor thread is, carried from one chunk of its events to the next."""
+    __slots__ = ("span_end", "span", "here")
+
+    def __init__(self):
+        self.span_end, self.span, self.here = -1.0, -1, -1    # span, here: place ids (-1: none)
+
+
+def cpu_op_line(line, acc, host_events: list[HostEvent], waits: list[tuple[float, float, str]],
+                plane_ids: dict[str, int], caches: dict) -> None:
+    """The op events of one XLA CPU executor thread into `acc`, each with the device that ran it.
 
     Every op runs inside a `ThunkExecutor::Execute` span of one program execution on one
-    device, so the stats (module, program, run, device ordinal) are read once per span, not
-    once per op: on large traces reading every op's stats costs several times the parse.
-    The threads serve every simulated device in turn: the `device_ordinal` stat says which.
-    Inside a collective, XLA's rendezvous records `Wait: pending_threads=k/N` while the device
-    waits for its peers to arrive: those spans go to `waits` as (start, end, device).
+    device, so the stats (module, program, run, device ordinal) are read once per span, from its
+    first op that has them, not once per op: on large traces reading every op's stats costs
+    several times the parse. The threads serve every simulated device in turn: the
+    `device_ordinal` stat says which. Inside a collective, XLA's rendezvous records
+    `Wait: pending_threads=k/N` while the device waits for its peers to arrive: those spans go
+    to `waits` as (start, end, device).
     """
+    kinds_cache = caches.setdefault("cpu_kind", {})
+    name_cache = caches.setdefault("name_id", {})
+    state = _SpanState()
+    parts = []
+    for chunk in chunks_of(line, plane_ids):
+        kind = classify(chunk, _cpu_kind, kinds_cache)
+        names = chunk.names
+        for i in np.nonzero(kind == _XFER)[0].tolist():
+            host_events.append(HostEvent(names.get(int(chunk.ids[i]), ""), float(chunk.start_ns[i]),
+                                         float(chunk.dur_ns[i]), "transfer"))
+        sel = np.nonzero((kind == _OP) | (kind == _SPAN) | (kind == _WAIT))[0]
+        if not len(sel):
+            continue
+        places = _places(chunk, sel, kind[sel], state, acc)
+        ops = sel[places >= 0]
+        if len(ops):
+            name_ids = classify(chunk, acc.name_id, name_cache)
+            parts.append((chunk.start_ns[ops], chunk.dur_ns[ops], places[places >= 0], name_ids[ops]))
+        for i, place in _waits(sel, kind[sel], places, state):
+            start = float(chunk.start_ns[i])
+            waits.append((start, start + float(chunk.dur_ns[i]), acc.places[place][2]))
+        last_kept = np.nonzero(places >= 0)[0]
+        if len(last_kept):
+            state.here = int(places[last_kept[-1]])
+    if parts:
+        acc.add_line(*(np.concatenate([p[k] for p in parts]) for k in range(4)))
+
+
+def _places(chunk, sel: np.ndarray, kind: np.ndarray, state: _SpanState, acc) -> np.ndarray:
+    """The place (module, run, device) of each selected event that is a kept op, else -1."""
+    m = len(sel)
+    starts = chunk.start_ns[sel]
+    is_span = kind == _SPAN
+    seg = np.maximum.accumulate(np.where(is_span, np.arange(m), -1))
+    span_ends = starts + chunk.dur_ns[sel]
+    end_of = np.where(seg >= 0, span_ends[np.maximum(seg, 0)], state.span_end)
+    is_op = kind == _OP
+    inside = is_op & (starts < end_of)
+    out = np.full(m, -1, dtype=np.int64)
+    inside_at = np.nonzero(inside)[0]
+    current = state.span
+    if len(inside_at):
+        segs = seg[inside_at]
+        bounds = np.nonzero(np.diff(segs))[0] + 1
+        for g0, g1 in zip([0, *bounds.tolist()], [*bounds.tolist(), len(segs)]):
+            value = state.span if segs[g0] == -1 else -1
+            first = g0
+            while value < 0 and first < g1:
+                value = _read_place(chunk, int(sel[inside_at[first]]), acc)
+                if value < 0:
+                    first += 1
+            if value >= 0:
+                out[inside_at[first:g1]] = value
+            current = value
+    if is_span.any():
+        last_span = int(np.nonzero(is_span)[0][-1])
+        state.span_end = float(span_ends[last_span])
+        # a span with no op inside it in this chunk: its first op may come in the next chunk
+        state.span = current if len(inside_at) and seg[inside_at[-1]] == last_span else -1
+    else:
+        state.span = current
+    for j in np.nonzero(is_op & ~inside)[0].tolist():      # ops outside any span: their own stats
+        out[j] = _read_place(chunk, int(sel[j]), acc)
+    return out
+
+
+def _read_place(chunk, i: int, acc) -> int:
+    stats = chunk.stats(i, _OP_STATS)
+    if "hlo_op" not in stats:
+        return -1
+    return acc.place_id(module_key(stats), stats.get("run_id"), f"cpu:{int(stats.get('device_ordinal', 0) or 0)}")
+
+
+def _waits(sel: np.ndarray, kind: np.ndarray, places: np.ndarray, state: _SpanState):
+    """(event index, place of the last kept op before it) of each wait for peers."""
+    at = np.nonzero(kind == _WAIT)[0]
+    if not len(at):
+        return []
+    last = np.maximum.accumulate(np.where(places >= 0, np.arange(len(sel)), -1))
     out = []
-    append = out.append
-    kinds: dict[str, int] = {}      # event name -> 0 op, 1 span start, 2 other, 3 transfer, 4 rendezvous, 5 wait
-    span_end, span = -1.0, None     # span: (module_key, run_id, device) of the current Execute span
-    here = None
-    for ev in line.events:
-        name = ev.name
-        kind = kinds.get(name)
-        if kind is None:
-            kind = kinds[name] = (1 if name.startswith("ThunkExecutor::Execute") and not name.endswith(")")
-                                  else 2 if name.startswith(_NOT_OP_EVENTS)
-                                  else 3 if name.startswith(_TRANSFER_NAMES)
-                                  else 5 if name.startswith(_PEER_WAIT)
-                                  else 4 if name.startswith(_RENDEZVOUS) else 0)
-        if kind == 2 or kind == 4:
-            continue
-        if kind == 3:
-            host_events.append(HostEvent(name, ev.start_ns, ev.duration_ns, "transfer"))
-            continue
-        start = ev.start_ns
-        if kind == 5:
-            if here is not None:
-                waits.append((start, start + ev.duration_ns, here[2]))
-            continue
-        if kind == 1:
-            span_end, span = start + ev.duration_ns, None
-            continue
-        if span is None or start >= span_end:
-            stats = stat_dict(ev, _OP_STATS)
-            if "hlo_op" not in stats:
-                continue
-            here = (module_key(stats), stats.get("run_id"), f"cpu:{int(stats.get('device_ordinal', 0) or 0)}")
-            if start < span_end:
-                span = here
-        else:
-            here = span
-        append((start, ev.duration_ns, here[0], name, here[1], here[2]))
-    out.sort(key=lambda e: e[0])
+    for j in at.tolist():
+        place = int(places[last[j]]) if last[j] >= 0 else state.here
+        if place >= 0:
+            out.append((int(sel[j]), place))
     return out

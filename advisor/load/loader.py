@@ -13,7 +13,7 @@ from ..categories import categorize
 from .hlo import parse_module, split_key
 from .devices import device_activity, estimate_peer_waits
 from .memprof import read_memory_profile
-from .timeline import Timeline, read_timeline
+from .timeline import StepWindowError, Timeline, read_timeline
 from .xplane_stream import StreamSpace, XSpaceError
 from .xprof_tools import read_xprof
 
@@ -40,13 +40,16 @@ def load_profile_data(path):
         raise _unreadable(path, err) from None
 
 
-def load_timeline(path) -> Timeline:
-    """The timeline of the file; a part found corrupt while streaming is the same clear error."""
+def load_timeline(path, steps: Optional[slice] = None) -> Timeline:
+    """The timeline of the file (of the steps numbered in the `steps` slice, if given); a part found
+    corrupt while streaming is the same clear error."""
     profile_data = load_profile_data(path)
     try:
-        return read_timeline(profile_data)
+        return read_timeline(profile_data, steps)
     except XSpaceError as err:
         raise _unreadable(path, err) from None
+    except StepWindowError as err:
+        raise AdvisorError(f"{path}: {err}") from None
 
 
 def _unreadable(path, err: Exception) -> AdvisorError:
@@ -59,8 +62,9 @@ def _first_line(err: Exception) -> str:
     return text[0][:160] if text else type(err).__name__
 
 
-def load_run(run: RunFiles) -> Profile:
-    timeline = load_timeline(run.xplane)
+def load_run(run: RunFiles, steps: Optional[slice] = None) -> Profile:
+    """The run's profile model; with `steps`, of the steps whose numbers are in that slice only."""
+    timeline = load_timeline(run.xplane, steps)
     warnings: list[str] = []
     meta = _run_metadata(run, warnings)
 
@@ -97,7 +101,11 @@ def load_run(run: RunFiles) -> Profile:
                   devices=device_activity(host_name(run.xplane), timeline.device_ops, timeline.device_waits,
                                           timeline.steps, modules, step_peak, timeline.allocators),
                   compile_ns=_compile_in_steps(timeline))]
-    hosts += _other_hosts(run, timeline, modules, step_peak, warnings)
+    hosts += _other_hosts(run, timeline, modules, step_peak, warnings, steps)
+    if timeline.step_window is not None:
+        first, last = timeline.step_window
+        notes.append(f"steps {first} to {last} analyzed ({len(timeline.steps)} of the trace's "
+                     f"{timeline.steps_of_trace} steps, as --steps asked): every figure is over these steps")
     count = sum(len(h.devices) for h in hosts)
     if backend == "cpu" and count > 1:
         device_name += f", {count} devices" + (f" on {len(hosts)} hosts" if len(hosts) > 1 else "")
@@ -133,7 +141,7 @@ SAME_PROGRAM_SHARE = 0.9     # a host runs the first host's program when this sh
 
 
 def _other_hosts(run: RunFiles, first: Timeline, modules: dict[str, HloModule], step_peak: Optional[int],
-                 warnings: list[str]) -> list[Host]:
+                 warnings: list[str], steps: Optional[slice] = None) -> list[Host]:
     """The run's other hosts: their timelines only (the first host's HLO describes the program they
     all run), lined up with the first by step number, never by timestamps (each host has its own
     clock). A host that cannot be read, or that ran another program, is skipped with one line."""
@@ -143,7 +151,7 @@ def _other_hosts(run: RunFiles, first: Timeline, modules: dict[str, HloModule], 
     for path in run.host_files[1:]:
         name = host_name(path)
         try:
-            timeline = load_timeline(path)
+            timeline = load_timeline(path, steps)
         except AdvisorError as err:
             warnings.append(f"host {name} skipped: {err}")
             continue

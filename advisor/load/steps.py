@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import bisect
+import numpy as np
 
 from ..model import Step
 
@@ -17,14 +17,14 @@ def _steps_from_runs(runs: list[tuple[float, float]]) -> list[Step]:
     return steps
 
 
-def steps_from(marks, intervals: list[tuple[float, float]], runs: list[tuple[float, float]]) -> list[Step]:
+def steps_from(marks, op_intervals, runs: list[tuple[float, float]]) -> list[Step]:
     """Steps from `StepTraceAnnotation` events, as a sequence of back-to-back periods.
 
     When the step program ran once per annotated step, step i ends at the latest of: its
     execution's end (dispatch is asynchronous, so a step's ops may run after the next
     annotation began), its annotation's end, and the next annotation's start (host time
     between steps belongs to the step before). Otherwise each step is extended to the end
-    of the ops that started inside it.
+    of the ops that started inside it (op_intervals() gives every op's (starts, ends)).
     """
     if not marks:
         return _steps_from_runs(runs)
@@ -35,12 +35,13 @@ def steps_from(marks, intervals: list[tuple[float, float]], runs: list[tuple[flo
             steps.append(Step(number=num, start_ns=begin, end_ns=end))
             begin = end
         return steps
-    intervals = sorted(intervals)
-    starts = [s for s, _ in intervals]
+    starts, ends = op_intervals()
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
     steps = []
     for i, (start, end, num) in enumerate(marks):
         limit = marks[i + 1][0] if i + 1 < len(marks) else float("inf")
-        lo, hi = bisect.bisect_left(starts, start), bisect.bisect_left(starts, limit)
-        last_op_end = max((intervals[j][1] for j in range(lo, hi)), default=end)
+        lo, hi = np.searchsorted(starts, start, side="left"), np.searchsorted(starts, limit, side="left")
+        last_op_end = float(ends[lo:hi].max()) if hi > lo else end
         steps.append(Step(number=num, start_ns=start, end_ns=max(end, last_op_end)))
     return steps

@@ -11,8 +11,8 @@ from typing import Optional
 
 from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
 from .device_planes import device_plane
-from .host_lines import CPU_EXECUTOR_PREFIXES, cpu_op_events, h2d_transfer, host_pass
-from .ops import NO_MODULE, OpAccumulator
+from .host_lines import CPU_EXECUTOR_PREFIXES, allocator_peaks, cpu_op_line, h2d_transfer, host_pass
+from .ops import NO_MODULE, OpAccumulator, OpColumns
 from .steps import steps_from
 
 __all__ = ["NO_MODULE", "Timeline", "read_timeline"]
@@ -32,12 +32,20 @@ class Timeline:
     transfers: list[Transfer] = dataclasses.field(default_factory=list)
     devices: list[DeviceSummary] = dataclasses.field(default_factory=list)
     allocators: list[AllocatorPeak] = dataclasses.field(default_factory=list)
-    # device -> (start, end, module key, op) of each op it ran; device -> (start, end) waiting for peers
-    device_ops: dict[str, list[tuple[float, float, str, str]]] = dataclasses.field(default_factory=dict)
+    # device -> the ops it ran (start, end, module key, op: as columns); device -> (start, end) waiting for peers
+    device_ops: dict[str, OpColumns] = dataclasses.field(default_factory=dict)
     device_waits: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
+    steps_of_trace: int = 0                          # steps in the whole trace
+    step_window: Optional[tuple[int, int]] = None    # (first, last) step number analyzed, when a window was asked
 
 
-def read_timeline(profile_data) -> Timeline:
+class StepWindowError(ValueError):
+    """The steps asked for are not in the trace."""
+
+
+def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
+    """The trace's timeline; with `steps` (a slice of step numbers: A to B-1), every figure is over
+    those steps only: the ops, copies, host events and waits that start inside them."""
     acc = OpAccumulator()
     prefixes = ("/device:GPU", "/device:TPU")
     if hasattr(profile_data, "planes_named"):   # the streaming reader parses only these planes
@@ -47,42 +55,68 @@ def read_timeline(profile_data) -> Timeline:
     host = profile_data.find_plane_with_name("/host:CPU")
     meta = profile_data.find_plane_with_name("/host:metadata")
     host_stats = dict(meta.stats) if meta is not None else {}
-    transfers: list[Transfer] = []
     host_events: list[HostEvent] = []
     waits: list[tuple[float, float, str]] = []
 
     backend, device_name, device_stats = "cpu", "", {}
-    kernel_starts: dict[str, dict[int, float]] = {p.name: {} for p in device_planes}
-    devices = [device_plane(p, acc, transfers, kernel_starts[p.name]) for p in device_planes]
-    active = [d for d in devices if d.active]
+    planes = [device_plane(p, acc) for p in device_planes]
+    active = [r for r in planes if r.active]
     if active:
         backend = "tpu" if active[0].name.startswith("/device:TPU") else "gpu"
         first = next(p for p in device_planes if p.name == active[0].name)
         device_stats = dict(first.stats)
-        device_name = active[0].description + (f" (x{len(active)} active)" if len(active) > 1 else "")
+        device_name = active[0].summary.description + (f" (x{len(active)} active)" if len(active) > 1 else "")
     elif host is not None:
+        plane_ids: dict[str, int] = {}
+        caches: dict = {}
         for line in host.lines:
             if line.name.startswith(CPU_EXECUTOR_PREFIXES):
-                acc.add_line(cpu_op_events(line, host_events, waits))
-        for start, end, device in waits:
-            acc.device_waits.setdefault(device, []).append((start, end))
-        if "cpu_version" not in host_stats and not acc.by_key:
+                cpu_op_line(line, acc, host_events, waits, plane_ids, caches)
+        if "cpu_version" not in host_stats and not acc.places:
             backend = "unknown"
 
-    steps, allocators = [], []
+    all_steps, alloc, launches = [], [], {}
     if host is not None:
-        launches: dict[int, float] = {}
-        marks, allocators = host_pass(host, host_events, launches if active else None)
-        for d in devices:
-            starts = kernel_starts[d.name]
-            delays = sorted(start - launches[c] for c, start in starts.items() if c in launches)
-            d.launches_matched = len(delays)
-            d.launch_delay_median_ns = delays[len(delays) // 2] if delays else None
-        steps = steps_from(marks, acc.intervals, acc.step_runs())
+        marks, alloc = host_pass(host, host_events, launches if active else None)
+        all_steps = steps_from(marks, acc.op_intervals, acc.step_runs())
+    window, chosen = None, all_steps
+    if steps is not None:
+        chosen = [s for s in all_steps if (steps.start is None or s.number >= steps.start)
+                  and (steps.stop is None or s.number < steps.stop)]
+        if not chosen:
+            have = f"steps {all_steps[0].number} to {all_steps[-1].number} ({len(all_steps)})" if all_steps else "no steps"
+            raise StepWindowError(f"no step in {_slice_text(steps)}: the trace has {have}")
+        window = (chosen[0].start_ns, chosen[-1].end_ns)
+        acc.window = window
+
+    def inside(start: float) -> bool:
+        return window is None or window[0] <= start < window[1]
+
+    devices = [r.summarize(window) for r in planes]
+    for record, summary in zip(planes, devices):
+        acc.device_busy.extend(summary.busy)
+        delays = sorted(start - launches[c] for c, start in record.kernel_starts.items()
+                        if c in launches and inside(start))
+        summary.launches_matched = len(delays)
+        summary.launch_delay_median_ns = delays[len(delays) // 2] if delays else None
+    device_waits: dict[str, list[tuple[float, float]]] = {}
+    for start, end, device in waits:
+        if inside(start):
+            device_waits.setdefault(device, []).append((start, end))
+    transfers = [t for r in planes for t in r.transfers if inside(t.start_ns)]
+    host_events = [e for e in host_events if inside(e.start_ns)]
     transfers.extend(h2d_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
     host_events.sort(key=lambda e: e.start_ns)
     return Timeline(backend=backend, device_name=device_name, device_stats=device_stats,
-                    ops=acc.stats(), steps=steps, host_stats=host_stats, step_module=acc.step_module(), busy=merge_intervals(acc.busy_spans()),
+                    ops=acc.stats(), steps=chosen, host_stats=host_stats, step_module=acc.step_module(),
+                    busy=merge_intervals(acc.busy_spans()),
                     host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns),
-                    devices=devices, allocators=allocators, device_ops=acc.device_ops,
-                    device_waits=acc.device_waits)
+                    devices=devices, allocators=allocator_peaks(alloc, window), device_ops=acc.device_ops,
+                    device_waits=device_waits, steps_of_trace=len(all_steps),
+                    step_window=(chosen[0].number, chosen[-1].number) if steps is not None else None)
+
+
+def _slice_text(steps: slice) -> str:
+    start = "" if steps.start is None else steps.start
+    stop = "" if steps.stop is None else steps.stop
+    return f"--steps {start}:{stop}"

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import mmap
 import os
+from operator import attrgetter
 from typing import Iterator, Optional
+
+import numpy as np
 
 from google.protobuf.message import DecodeError
 
@@ -145,17 +148,20 @@ class StreamEvent:
 
     def stat_dict(self, wanted: frozenset) -> dict:
         """{name: value} of the stats named in `wanted`: the values of the others are not read."""
-        names = self._stat_names
-        out = {}
-        for stat in self._event.stats:
-            name = names.get(stat.metadata_id)
-            if name in wanted:
-                kind = stat.WhichOneof("value")
-                if kind == "ref_value":
-                    out[name] = names.get(stat.ref_value, "")
-                elif kind is not None:
-                    out[name] = getattr(stat, kind)
-        return out
+        return _wanted_stats(self._event, self._stat_names, wanted)
+
+
+def _wanted_stats(event, names: dict, wanted: frozenset) -> dict:
+    out = {}
+    for stat in event.stats:
+        name = names.get(stat.metadata_id)
+        if name in wanted:
+            kind = stat.WhichOneof("value")
+            if kind == "ref_value":
+                out[name] = names.get(stat.ref_value, "")
+            elif kind is not None:
+                out[name] = getattr(stat, kind)
+    return out
 
 
 _EVENT_TAG = _EVENTS << 3 | _LEN
@@ -230,6 +236,56 @@ class StreamLine:
                 yield StreamEvent(names.get(ev.metadata_id, ""),
                                   float((off // 1000 if off >= 0 else _ns(off)) + ts),
                                   float(dur // 1000 if dur >= 0 else _ns(dur)), ev, stat_names)
+
+
+    def chunks(self) -> Iterator[Chunk]:
+        """The line's events as columns, a chunk (at most _CHUNK bytes of events) at a time."""
+        buf = self._plane._buf
+        ts = self.timestamp_ns
+        whole = self._whole
+        if whole is not None:
+            _release(buf, self._start, self._end)
+        msgs = [whole] if whole is not None else (_chunk(buf, s, e) for s, e in self._runs)
+        for msg in msgs:
+            events = msg.events
+            if not len(events):
+                continue
+            cols = np.array(list(map(_EVENT_FIELDS, events)), dtype=np.int64).reshape(-1, 3)
+            yield Chunk(cols[:, 0], (_ns_array(cols[:, 1]) + ts).astype(np.float64),
+                        _ns_array(cols[:, 2]).astype(np.float64), events, self._plane._event_names,
+                        self._plane._stat_names)
+
+
+_EVENT_FIELDS = attrgetter("metadata_id", "offset_ps", "duration_ps")
+
+
+def _ns_array(ps):
+    """ps // 1000 truncated toward zero, as ProfileData's int64 division does."""
+    ns = ps // 1000
+    negative = ps < 0
+    if negative.any():
+        ns[negative] = -((-ps[negative]) // 1000)
+    return ns
+
+
+class Chunk:
+    """Consecutive events of one line as columns: metadata ids, start and duration in ns; the
+    stats of an event are read only when asked for (by its position in the chunk)."""
+    __slots__ = ("ids", "start_ns", "dur_ns", "_events", "names", "_stat_names")
+
+    def __init__(self, ids, start_ns, dur_ns, events, names: dict, stat_names: dict):
+        self.ids, self.start_ns, self.dur_ns = ids, start_ns, dur_ns
+        self._events, self.names, self._stat_names = events, names, stat_names
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def stats(self, i: int, wanted: frozenset) -> dict:
+        return _wanted_stats(self._events[i], self._stat_names, wanted)
+
+    def stat_items(self, i: int) -> Iterator[tuple]:
+        names = self._stat_names
+        return (_stat_tuple(s, names) for s in self._events[i].stats)
 
 
 def _chunk(buf, start: int, end: int):
