@@ -10,12 +10,15 @@ nothing else and reads its own peak RSS (VmHWM) at the end:
   and freeing the ProfileData (advisor pays that too); only on files up to --max-floor-mb,
   since ProfileData needs about 11x the file in RAM and cannot parse a file over 2 GiB;
 - analyze: advisor's whole analysis of the file (load, HLO, memory viewer, rules), in process,
-  imports excluded (the RSS after imports is printed apart).
+  imports excluded (the RSS after imports is printed apart); the peak RSS of its child process
+  (xprof's converters, which read only the slice of the file that holds the HLO) apart;
+- the timeline alone (advisor.load.loader.load_timeline: the streaming reader into columns);
+- with --events-db, xprof's events database: xspace_to_parquet + a DuckDB group-by of op time.
 
 Prints one row per size (median time of --repeat interleaved runs), analyze / floor, the fitted
 cost per MB and per event of both, and the extrapolation to a 10 GB trace.
 
-    nice -n 10 python benchmarks/analyze_speed.py [--sizes 10,100,300,1000,2300] [--repeat 3]
+    nice -n 10 python benchmarks/analyze_speed.py [--sizes 10,100,300,1000,2300] [--repeat 3] [--events-db]
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ print(json.dumps({"s": done - t0, "parse_s": parsed - t0, "read_s": read - parse
 """
 
 ANALYZE = _HWM + r"""
-import json, sys, time
+import json, resource, sys, time
 import jax.profiler  # imports are not part of the measured analysis
 from advisor.engine import analyze_path
 base = _mib("VmRSS")
@@ -69,7 +72,40 @@ t0 = time.perf_counter()
 analyses = analyze_path(sys.argv[1])
 done = time.perf_counter()
 print(json.dumps({"s": done - t0, "findings": [f.rule for f in analyses[0].findings],
-                  "hwm_mib": _mib("VmHWM"), "base_mib": base}))
+                  "hwm_mib": _mib("VmHWM"), "base_mib": base,
+                  "child_hwm_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+# The timeline alone (the streaming reader and the profile model's columns), without xprof's converters.
+READ = _HWM + r"""
+import json, sys, time
+import jax.profiler
+from advisor.load.loader import load_timeline
+base = _mib("VmRSS")
+t0 = time.perf_counter()
+timeline = load_timeline(sys.argv[1])
+done = time.perf_counter()
+print(json.dumps({"s": done - t0, "hwm_mib": _mib("VmHWM"), "base_mib": base,
+                  "ops": sum(len(o) for o in timeline.device_ops.values())}))
+"""
+
+# xprof's events database: the XSpace converted to Parquet by xprof's C++ (xspace_to_parquet), then
+# op time by name aggregated by DuckDB: the alternative reader the issue asks to measure.
+EVENTS_DB = _HWM + r"""
+import json, sys, tempfile, time, os
+import duckdb
+from xprof.convert.events_db.python import pywrap_events_db_c_api as events_db
+base = _mib("VmRSS")
+with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "events.parquet")
+    t0 = time.perf_counter()
+    events_db.xspace_to_parquet(input_path=sys.argv[1], output_path=out)
+    converted = time.perf_counter()
+    rows = duckdb.sql(f"select coalesce(hlo_op, kernel_name, tf_op_name) as op, sum(self_time_ns), count(*) "
+                      f"from '{out}' group by all").fetchall()
+    done = time.perf_counter()
+print(json.dumps({"s": done - t0, "convert_s": converted - t0, "query_s": done - converted, "hwm_mib": _mib("VmHWM"),
+                  "base_mib": base, "groups": len(rows)}))
 """
 
 RECORD = r"""
@@ -134,6 +170,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reuse", action="store_true", help="reuse recordings under benchmarks/out/ if present")
     ap.add_argument("--keep", action="store_true", help=f"keep the concatenated files under {BIG}")
+    ap.add_argument("--events-db", action="store_true",
+                    help="also measure xprof's events database (xspace_to_parquet + DuckDB), up to --max-floor-mb")
     args = ap.parse_args()
 
     sizes = sorted(float(s) for s in args.sizes.split(","))
@@ -156,18 +194,31 @@ def main() -> None:
 def measure(path: Path, concat: bool, args) -> dict:
     size = path.stat().st_size
     run_floor = size / 1e6 <= args.max_floor_mb
-    floors, analyses = [], []
+    floors, analyses, reads, dbs = [], [], [], []
     for _ in range(args.repeat):
         if run_floor:
             floors.append(child(FLOOR, path))
         analyses.append(child(ANALYZE, path))
+        reads.append(child(READ, path))
+        if args.events_db and size / 1e6 <= args.max_floor_mb:
+            dbs.append(child(EVENTS_DB, path))
     row = {"mb": size / 1e6, "concat": concat}
     ok = [a for a in analyses if "error" not in a]
     if not ok:
         row["error"] = analyses[0]["error"]
     else:
         row.update(analyze_s=statistics.median(a["s"] for a in ok), analyze_hwm=max(a["hwm_mib"] for a in ok),
-                   analyze_base=min(a["base_mib"] for a in ok), findings=ok[0]["findings"])
+                   analyze_base=min(a["base_mib"] for a in ok), findings=ok[0]["findings"],
+                   child_hwm=max(a["child_hwm_mib"] for a in ok))
+    for key, runs in (("read", reads), ("db", dbs)):
+        good = [r for r in runs if "error" not in r]
+        if good:
+            row[f"{key}_s"] = statistics.median(r["s"] for r in good)
+            row[f"{key}_hwm"] = max(r["hwm_mib"] for r in good)
+        elif runs:
+            row[f"{key}_error"] = runs[0]["error"]
+    if reads and "read_s" in row:
+        row["ops"] = reads[0]["ops"]
     good = [f for f in floors if "error" not in f]
     if good:
         row.update(floor_s=statistics.median(f["s"] for f in good), floor_hwm=max(f["hwm_mib"] for f in good),
@@ -179,19 +230,24 @@ def measure(path: Path, concat: bool, args) -> dict:
 
 def report(rows: list[dict]) -> None:
     print()
-    print("| file | events | floor | advisor | advisor / floor | peak RSS floor | peak RSS advisor |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| file | events | ops | floor | advisor | advisor / floor | timeline alone | peak RSS floor "
+          "| peak RSS advisor | its converter child | events DB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         name = f"{r['mb']:,.1f} MB" + (" (concatenated copies)" if r["concat"] else "")
         events = f"{r['events'] / 1e6:.2f} M" if "events" in r else "-"
         floor = f"{r['floor_s']:.2f} s" if "floor_s" in r else "not run"
         floor_rss = f"{r['floor_hwm']:,.0f} MiB" if "floor_hwm" in r else "-"
+        ops = f"{r['ops'] / 1e6:.2f} M" if "ops" in r else "-"
+        read = f"{r['read_s']:.2f} s, {r['read_hwm']:,.0f} MiB" if "read_s" in r else "-"
+        db = (f"{r['db_s']:.2f} s, {r['db_hwm']:,.0f} MiB" if "db_s" in r
+              else f"failed: {r['db_error']}" if "db_error" in r else "-")
         if "error" in r:
-            print(f"| {name} | {events} | {floor} | failed: {r['error']} | - | {floor_rss} | - |")
+            print(f"| {name} | {events} | {ops} | {floor} | failed: {r['error']} | - | {read} | {floor_rss} | - | - | {db} |")
             continue
         ratio = f"{r['analyze_s'] / r['floor_s']:.2f}x" if "floor_s" in r else "-"
-        print(f"| {name} | {events} | {floor} | {r['analyze_s']:.2f} s | {ratio} | {floor_rss} "
-              f"| {r['analyze_hwm']:,.0f} MiB |")
+        print(f"| {name} | {events} | {ops} | {floor} | {r['analyze_s']:.2f} s | {ratio} | {read} | {floor_rss} "
+              f"| {r['analyze_hwm']:,.0f} MiB | {r['child_hwm']:,.0f} MiB | {db} |")
     measured = [r for r in rows if "analyze_s" in r and not r["concat"]]
     both = [r for r in measured if "floor_s" in r]
     if rows and "analyze_base" in rows[0]:

@@ -196,57 +196,65 @@ def _ns(ps: int) -> int:
 
 
 class StreamLine:
+    """One line: its name and timestamp read now (writers put them before the events), its
+    events only when asked for, so a pass that skips the line never parses or walks them."""
+
     def __init__(self, plane: "StreamPlane", start: int, end: int):
         self._plane, self._start, self._end = plane, start, end
-        self._runs: list[tuple[int, int]] = []   # [start, end) of runs of whole event fields
-        self._whole = None
         buf = plane._buf
-        if end - start <= _CHUNK:   # a small line: one parse, no walk over its events
-            self._whole = _parse(XLine, buf[start:end])
-            self.name, self.timestamp_ns = self._whole.name, self._whole.timestamp_ns
-            return
         head = bytearray()
         pos = start
+        while pos < end and buf[pos] != _EVENT_TAG:
+            _, _, fstart, _, fend = next(_fields(buf, pos, end))
+            head += buf[fstart:fend]
+            pos = fend
+        self._events_at = pos
+        msg = _parse(XLine, bytes(head))
+        if not msg.name and pos < end:    # not written in field order: read every non-event field
+            msg = _parse(XLine, bytes(self._walk()[1]))
+        self.name, self.timestamp_ns = msg.name, msg.timestamp_ns
+
+    def _walk(self) -> tuple[list[tuple[int, int]], bytearray]:
+        """[start, end) of the runs of whole event fields (at most _CHUNK bytes each), and the
+        line's other fields."""
+        buf, end = self._plane._buf, self._end
+        runs, head = [], bytearray()
+        pos = self._start
         while pos < end:
             if buf[pos] == _EVENT_TAG:
                 run_end = _event_run(buf, pos, end)
                 if run_end > pos:
-                    self._runs.append((pos, run_end))
+                    runs.append((pos, run_end))
                     pos = run_end
                     continue
-            field, wire, fstart, _, fend = next(_fields(buf, pos, end))
+            _, _, fstart, _, fend = next(_fields(buf, pos, end))
             head += buf[fstart:fend]
             pos = fend
-        msg = _parse(XLine, bytes(head))
-        self.name = msg.name
-        self.timestamp_ns = msg.timestamp_ns
+        return runs, head
+
+    def _messages(self):
+        """The line's events as XLine messages of at most _CHUNK bytes of events each (a small
+        line: the rest of it, parsed at once, with no walk over its events)."""
+        buf = self._plane._buf
+        if self._end - self._events_at <= _CHUNK:
+            return [_chunk(buf, self._events_at, self._end)] if self._end > self._events_at else []
+        return (_chunk(buf, s, e) for s, e in self._walk()[0])
 
     @property
     def events(self) -> Iterator[StreamEvent]:
-        buf = self._plane._buf
         names, stat_names = self._plane._event_names, self._plane._stat_names
         ts = self.timestamp_ns
-        whole = self._whole
-        if whole is not None:
-            _release(buf, self._start, self._end)
-        chunks = [whole] if whole is not None else (_chunk(buf, s, e) for s, e in self._runs)
-        for chunk in chunks:
+        for chunk in self._messages():
             for ev in chunk.events:
                 off, dur = ev.offset_ps, ev.duration_ps
                 yield StreamEvent(names.get(ev.metadata_id, ""),
                                   float((off // 1000 if off >= 0 else _ns(off)) + ts),
                                   float(dur // 1000 if dur >= 0 else _ns(dur)), ev, stat_names)
 
-
     def chunks(self) -> Iterator[Chunk]:
         """The line's events as columns, a chunk (at most _CHUNK bytes of events) at a time."""
-        buf = self._plane._buf
         ts = self.timestamp_ns
-        whole = self._whole
-        if whole is not None:
-            _release(buf, self._start, self._end)
-        msgs = [whole] if whole is not None else (_chunk(buf, s, e) for s, e in self._runs)
-        for msg in msgs:
+        for msg in self._messages():
             events = msg.events
             if not len(events):
                 continue
