@@ -135,7 +135,11 @@ def parse_steps_flag(text, flag: str = "--steps") -> Optional[slice]:
     if text is None or text == "":
         return None
     if isinstance(text, slice):
-        return text
+        ends = (text.start, text.stop)
+        if text.step is None and all(e is None or (isinstance(e, int) and not isinstance(e, bool)) for e in ends) \
+                and (None in ends or text.start < text.stop):
+            return text
+        raise AdvisorError(f"{flag} expects a slice of step numbers (ints, start < stop, no step), got {text!r}")
     parts = str(text).split(":")
     try:
         if len(parts) == 1:

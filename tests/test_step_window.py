@@ -72,3 +72,33 @@ def test_bad_window_is_one_line_and_exit_2(value, says):
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("advisor: error: ") and says in lines[0], proc.stderr
+
+
+def test_step_numbers_that_repeat_are_refused(tmp_path):
+    """A loop that numbers steps per epoch (0, 1, 2, 0, 1, 2): a window of numbers is ambiguous."""
+    import jax
+    import jax.numpy as jnp
+
+    from advisor.errors import AdvisorError
+
+    step = jax.jit(lambda x: jnp.tanh(x @ x))
+    x = step(jnp.ones((64, 64)))
+    with jax.profiler.trace(str(tmp_path)):
+        for _epoch in range(2):
+            for i in range(3):
+                with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                    x = step(x).block_until_ready()
+    assert [s.number for s in _timeline(tmp_path).steps] == [0, 1, 2, 0, 1, 2]
+    with pytest.raises(AdvisorError, match="not one stretch of the trace: its step numbers repeat"):
+        _timeline(tmp_path, slice(1, 2))
+
+
+def test_api_takes_only_a_slice_of_step_numbers():
+    from advisor.errors import AdvisorError
+    from advisor.settings import parse_steps_flag
+
+    assert parse_steps_flag("3:6") == slice(3, 6) and parse_steps_flag("4") == slice(4, 5)
+    assert parse_steps_flag(":6") == slice(None, 6) and parse_steps_flag(slice(2, None)) == slice(2, None)
+    for bad in (slice(0, 10, 2), slice(5, 2), slice("a", "b")):
+        with pytest.raises(AdvisorError, match="expects a slice of step numbers"):
+            parse_steps_flag(bad, "steps")

@@ -46,18 +46,37 @@ def chunks_of(line, plane_ids: dict[str, int]) -> Iterator:
         yield ListChunk(events, plane_ids)
 
 
-def classify(chunk, fn: Callable[[str], int], cache: dict[int, int]) -> np.ndarray:
-    """fn(name) of each event, computed once per distinct metadata id (cache: id -> value)."""
+_LUT_LIMIT = 1 << 22     # metadata ids up to this are looked up in an array; larger ones (never seen
+                         # from a profiler, but a damaged file may say anything) by sorting
+
+
+def classify(chunk, fn: Callable[[str], int], cache: dict) -> np.ndarray:
+    """fn(name) (an int >= 0) of each event, computed once per distinct metadata id: `cache`
+    holds, per plane, the values found so far."""
     ids = chunk.ids
-    uniq, inverse = np.unique(ids, return_inverse=True)
     names = chunk.names
-    values = np.empty(len(uniq), dtype=np.int64)
-    for j, i in enumerate(uniq.tolist()):
-        value = cache.get(i)
-        if value is None:
-            value = cache[i] = fn(names.get(i, ""))
-        values[j] = value
-    return values[inverse]
+    if not len(ids):
+        return np.empty(0, dtype=np.int64)
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= _LUT_LIMIT:
+        uniq, inverse = np.unique(ids, return_inverse=True)
+        seen = cache.setdefault("by_id", {})
+        values = np.array([seen[i] if i in seen else seen.setdefault(i, fn(names.get(i, ""))) for i in uniq.tolist()],
+                          dtype=np.int64)
+        return values[inverse]
+    lut = cache.get("lut")
+    if lut is None or len(lut) <= high:
+        grown = np.full(max(high + 1, 2 * len(lut) if lut is not None else 0), -1, dtype=np.int64)
+        if lut is not None:
+            grown[:len(lut)] = lut
+        lut = cache["lut"] = grown
+    values = lut[ids]
+    missing = values < 0
+    if missing.any():
+        for i in np.unique(ids[missing]).tolist():
+            lut[i] = fn(names.get(i, ""))
+        values = lut[ids]
+    return values
 
 
 def self_times(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

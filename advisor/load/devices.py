@@ -50,9 +50,12 @@ def device_activity(host: str, device_ops: dict[str, OpColumns],
     count = max(1, len(steps))
     total = sum(s.duration_ns for s in steps)
     out = []
+    roles = {}     # the devices share one table of (module, op) keys: roles found once per table
     for name in sorted(device_ops, key=_order):
         ops = device_ops[name]
-        role, category = _roles(ops.pairs, modules)
+        if id(ops.pairs) not in roles:
+            roles[id(ops.pairs)] = _roles(ops.pairs, modules)
+        role, category = roles[id(ops.pairs)]
         keys, starts, ends = ops.keys, ops.starts, ops.ends
         durs = ends - starts
         busy = merged(starts, ends)

@@ -67,14 +67,17 @@ def _host_code(name: str) -> int:
     return 0 if name.startswith("$") else _STEP_MARK
 
 
-def host_pass(host, host_events: list[HostEvent], launches: Optional[dict[int, float]] = None):
-    """Step marks; compile / sync / transfer events; allocator memory events;
-    on GPU traces (launches given) the host launch time of each CUPTI correlation id.
+def host_pass(host, host_events: list[HostEvent], launches: Optional[dict[int, float]] = None,
+              alloc_events: Optional[list] = None):
+    """Step marks and allocator peaks; compile / sync / transfer events into host_events; on GPU
+    traces (launches given) the host launch time of each CUPTI correlation id; each allocator
+    memory event (start, allocator, bytes allocated, peak in use) into alloc_events if given
+    (for peaks over a window of steps).
     Each event's kind is decided once per event name: only the events of a kind are visited."""
     marks = []
     codes: dict[int, int] = {}
     plane_ids: dict[str, int] = {}
-    alloc: list[tuple[float, str, int, int]] = []    # (start, allocator, bytes allocated, peak in use)
+    alloc: dict[str, list[int]] = {}    # allocator -> [peak allocated, lifetime peak, events]
     for line in host.lines:
         line_name = line.name
         if line_name.startswith("Host Threads") and launches is not None:
@@ -102,8 +105,11 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[dict[int, f
                     host_events.append(HostEvent(names.get(int(ids[i]), ""), start, float(durs[i]), _CATS[code]))
                 elif code == _ALLOC:
                     stats = chunk.stats(i, _ALLOC_STATS)
-                    alloc.append((start, str(stats.get("allocator_name", "?")),
-                                  int(stats.get("bytes_allocated", 0) or 0), int(stats.get("peak_bytes_in_use", 0) or 0)))
+                    event = (start, str(stats.get("allocator_name", "?")), int(stats.get("bytes_allocated", 0) or 0),
+                             int(stats.get("peak_bytes_in_use", 0) or 0))
+                    _fold(alloc, event)
+                    if alloc_events is not None:
+                        alloc_events.append(event)
                 else:
                     for key, value in chunk.stat_items(i):
                         if key == "step_num":
@@ -113,17 +119,23 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[dict[int, f
     return marks, alloc
 
 
-def allocator_peaks(alloc: list[tuple[float, str, int, int]], window=None) -> list[AllocatorPeak]:
-    """Each allocator's peaks from its memory events (those that start inside window, if given)."""
-    by_name: dict[str, list[int]] = {}    # allocator -> [peak allocated, lifetime peak, events]
-    for start, name, allocated, peak in alloc:
-        if window is not None and not window[0] <= start < window[1]:
-            continue
-        entry = by_name.setdefault(name, [0, 0, 0])
-        entry[0] = max(entry[0], allocated)
-        entry[1] = max(entry[1], peak)
-        entry[2] += 1
-    return [AllocatorPeak(a, v[0], v[1], v[2]) for a, v in sorted(by_name.items())]
+def _fold(alloc: dict[str, list[int]], event: tuple[float, str, int, int]) -> None:
+    _, name, allocated, peak = event
+    entry = alloc.setdefault(name, [0, 0, 0])
+    entry[0] = max(entry[0], allocated)
+    entry[1] = max(entry[1], peak)
+    entry[2] += 1
+
+
+def allocator_peaks(alloc: dict[str, list[int]], events: Optional[list] = None, window=None) -> list[AllocatorPeak]:
+    """Each allocator's peaks: over the trace (alloc, as host_pass folded it), or over the memory
+    events that start inside window."""
+    if window is not None:
+        alloc = {}
+        for event in events or []:
+            if window[0] <= event[0] < window[1]:
+                _fold(alloc, event)
+    return [AllocatorPeak(a, v[0], v[1], v[2]) for a, v in sorted(alloc.items())]
 
 
 _OP, _SPAN, _OTHER, _XFER, _RENDEZVOUS_EV, _WAIT = range(6)
@@ -150,9 +162,10 @@ def cpu_op_line(line, acc, host_events: list[HostEvent], waits: list[tuple[float
     """The op events of one XLA CPU executor thread into `acc`, each with the device that ran it.
 
     Every op runs inside a `ThunkExecutor::Execute` span of one program execution on one
-    device, so the stats (module, program, run, device ordinal) are read once per span, from its
-    first op that has them, not once per op: on large traces reading every op's stats costs
-    several times the parse. The threads serve every simulated device in turn: the
+    device, so the stats (module, program, run, device ordinal) are read once per outermost span
+    (spans nested in it, such as a loop body's, are the same execution), from its first op that
+    has them, not once per op: on large traces reading every op's stats costs several times the
+    parse. The threads serve every simulated device in turn: the
     `device_ordinal` stat says which. Inside a collective, XLA's rendezvous records
     `Wait: pending_threads=k/N` while the device waits for its peers to arrive: those spans go
     to `waits` as (start, end, device).
@@ -189,9 +202,15 @@ def _places(chunk, sel: np.ndarray, kind: np.ndarray, state: _SpanState, acc) ->
     """The place (module, run, device) of each selected event that is a kept op, else -1."""
     m = len(sel)
     starts = chunk.start_ns[sel]
-    is_span = kind == _SPAN
-    seg = np.maximum.accumulate(np.where(is_span, np.arange(m), -1))
     span_ends = starts + chunk.dur_ns[sel]
+    # Only outermost spans count: a span nested in another (a loop body's executor inside its
+    # program's) belongs to the same execution, so its ops need no stats of their own.
+    is_span = kind == _SPAN
+    at = np.nonzero(is_span)[0]
+    if len(at):
+        reach = np.maximum.accumulate(np.concatenate([[state.span_end], span_ends[at]]))[:-1]
+        is_span[at[starts[at] < reach]] = False
+    seg = np.maximum.accumulate(np.where(is_span, np.arange(m), -1))
     end_of = np.where(seg >= 0, span_ends[np.maximum(seg, 0)], state.span_end)
     is_op = kind == _OP
     inside = is_op & (starts < end_of)

@@ -87,7 +87,8 @@ def load_run(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     notes = []
     if not timeline.ops:
         size = run.xplane.stat().st_size
-        what = "the file is empty (0 bytes)" if size == 0 else "no XLA op ran while it was recorded"
+        what = ("the file is empty (0 bytes)" if size == 0 else "no XLA op started in the steps asked"
+                if timeline.step_window is not None else "no XLA op ran while it was recorded")
         warnings.append(f"the trace holds no executed ops ({what}): no rule could run; record the trace "
                         "around steps that run on the device")
     memory_profile = []

@@ -7,7 +7,7 @@ from typing import Optional
 import numpy as np
 
 from ..model import OpStat
-from .columns import self_times
+from .columns import as_spans, merged, self_times
 
 NO_MODULE = "(no module)"     # device events that no XLA program launched (e.g. TensorFlow kernels)
 
@@ -49,10 +49,11 @@ class _Part:
         self.starts, self.ends, self.own, self.keys, self.places, self.device = starts, ends, own, keys, places, device
 
     def within(self, window) -> "_Part":
+        """The ops that start inside window: a slice (views, no copy), the part being sorted by start."""
         if window is None:
             return self
-        keep = (self.starts >= window[0]) & (self.starts < window[1])
-        return _Part(self.starts[keep], self.ends[keep], self.own[keep], self.keys[keep], self.places[keep],
+        lo, hi = np.searchsorted(self.starts, window, side="left")
+        return _Part(self.starts[lo:hi], self.ends[lo:hi], self.own[lo:hi], self.keys[lo:hi], self.places[lo:hi],
                      self.device)
 
 
@@ -218,8 +219,7 @@ class OpAccumulator:
         runs = self.runs
         if runs:
             return [tuple(span) for span in runs.values()]
-        starts, ends = self.op_intervals()
-        return list(zip(starts.tolist(), ends.tolist()))
+        return as_spans(*merged(*self.op_intervals()))
 
     def step_module(self) -> Optional[str]:
         """The program with the most op time: the training step in a training trace."""

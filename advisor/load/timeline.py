@@ -75,9 +75,10 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
         if "cpu_version" not in host_stats and not acc.places:
             backend = "unknown"
 
-    all_steps, alloc, launches = [], [], {}
+    all_steps, alloc, launches = [], {}, {}
+    alloc_events = [] if steps is not None else None     # kept only to take peaks over a window
     if host is not None:
-        marks, alloc = host_pass(host, host_events, launches if active else None)
+        marks, alloc = host_pass(host, host_events, launches if active else None, alloc_events)
         all_steps = steps_from(marks, acc.op_intervals, acc.step_runs())
     window, chosen = None, all_steps
     if steps is not None:
@@ -86,6 +87,10 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
         if not chosen:
             have = f"steps {all_steps[0].number} to {all_steps[-1].number} ({len(all_steps)})" if all_steps else "no steps"
             raise StepWindowError(f"no step in {_slice_text(steps)}: the trace has {have}")
+        first = all_steps.index(chosen[0])
+        if all_steps[first:first + len(chosen)] != chosen:
+            raise StepWindowError(f"the steps in {_slice_text(steps)} are not one stretch of the trace: its step "
+                                  "numbers repeat (e.g. counted per epoch), so a window of numbers is ambiguous")
         window = (chosen[0].start_ns, chosen[-1].end_ns)
         acc.window = window
 
@@ -111,7 +116,7 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
                     ops=acc.stats(), steps=chosen, host_stats=host_stats, step_module=acc.step_module(),
                     busy=merge_intervals(acc.busy_spans()),
                     host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns),
-                    devices=devices, allocators=allocator_peaks(alloc, window), device_ops=acc.device_ops,
+                    devices=devices, allocators=allocator_peaks(alloc, alloc_events, window), device_ops=acc.device_ops,
                     device_waits=device_waits, steps_of_trace=len(all_steps),
                     step_window=(chosen[0].number, chosen[-1].number) if steps is not None else None)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from itertools import chain
 from operator import attrgetter
 from typing import Iterator, Optional
 
@@ -258,13 +259,14 @@ class StreamLine:
             events = msg.events
             if not len(events):
                 continue
-            cols = np.array(list(map(_EVENT_FIELDS, events)), dtype=np.int64).reshape(-1, 3)
+            cols = np.fromiter(_chain(map(_EVENT_FIELDS, events)), dtype=np.int64, count=3 * len(events)).reshape(-1, 3)
             yield Chunk(cols[:, 0], (_ns_array(cols[:, 1]) + ts).astype(np.float64),
                         _ns_array(cols[:, 2]).astype(np.float64), events, self._plane._event_names,
                         self._plane._stat_names)
 
 
 _EVENT_FIELDS = attrgetter("metadata_id", "offset_ps", "duration_ps")
+_chain = chain.from_iterable
 
 
 def _ns_array(ps):
