@@ -360,7 +360,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
 
     from .check import StepTimeEvidence, parse_percent, read_baseline_doc, run_check, save_baseline
     from .engine import analyze_path
-    from .timing import Worker, confirm, measure, remeasure
+    from .timing import confirm, measure, remeasure, start_sides
 
     if bool(path) == bool(workload):
         raise AdvisorError("give either a trace PATH or --workload NAME to check")
@@ -395,7 +395,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                         evidence.base_label = "baseline's configuration (" + " ".join(
                             [base_spec["workload"], base_spec["preset"], *base_spec["overrides"]]) + ")"
                     def start_pair():
-                        return [Worker(base_spec, base_python, "base"), Worker(new_spec, None, "candidate")]
+                        return start_sides(base_spec, new_spec, base_python)
                     # started now: they compile while this process profiles the candidate
                     workers = start_pair()
                 path = profile_workload(workload, preset, config, logdir or Path(tmp), progress)

@@ -130,6 +130,44 @@ class Worker:
         self._stderr.close()
 
 
+WORKERS_PER_SIDE = 2
+
+
+class Side:
+    """One side of the comparison run by several worker processes, used in turn, one per round.
+
+    Two processes running the same compiled step can differ by about 10% for as long as they live
+    (where the allocator and the loader put their memory): with one process a side, that offset
+    is the pair's, and it moves every ratio alike. With two a side, used in turns so that the
+    rounds cover every (base, candidate) combination, each side's offset is averaged."""
+
+    def __init__(self, workers: list[Worker], stagger: bool = False):
+        self.workers, self.stagger, self.calls = workers, stagger, 0
+        self.label = getattr(workers[0], "label", "")
+
+    def wait_ready(self) -> dict:
+        return [w.wait_ready() for w in self.workers][0]
+
+    def run(self, steps: int) -> list[float]:
+        n, k = len(self.workers), self.calls
+        self.calls += 1
+        # base: 0 1 0 1 ..., candidate (staggered): 0 1 1 0 ...: rounds pair (0,0) (1,1) (0,1) (1,0)
+        return self.workers[(k + k // n) % n if self.stagger else k % n].run(steps)
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.close()
+
+
+def start_sides(base_spec: dict, new_spec: dict, base_python: Optional[str] = None,
+                count: int = WORKERS_PER_SIDE) -> list[Side]:
+    """[base side, candidate side], each `count` worker processes, started at once (they compile
+    while the caller does other work)."""
+    bases = [Worker(base_spec, base_python, "base") for _ in range(count)]
+    news = [Worker(new_spec, None, "candidate") for _ in range(count)]
+    return [Side(bases), Side(news, stagger=True)]
+
+
 def interleave(base: Worker, new: Worker, rounds: int, steps: int, timing: Optional[PairedTiming] = None
                ) -> PairedTiming:
     """`rounds` more paired rounds; the order alternates (AB, BA, ...) so a drift in load cancels too."""
@@ -163,16 +201,18 @@ def measure(base: Worker, new: Worker, budget: float, rounds: int = 8, steps: in
 
 def confirm(timing: PairedTiming, start_pair, budget: float, rounds: int = 8, steps: int = 2,
             progress=lambda msg: None) -> tuple[PairedTiming, list["Worker"]]:
-    """A slowdown seen by one pair of workers, measured again by a fresh pair, all rounds pooled.
+    """A slowdown, or a verdict still undecided after the extra rounds, measured again by fresh
+    workers, all rounds pooled.
 
-    Two processes running the same compiled step can differ by about 10% for as long as they live
-    (where the allocator and the loader put their memory), so one pair can show a slowdown that
-    the code does not have. `start_pair()` starts a new (base, candidate) pair; the caller closes
-    the pair returned. A real slowdown is seen by both pairs and still fails; one pair's own
-    offset is halved by the pooled median."""
-    if not paired_verdict(timing, budget).regressed:
+    Each process's own offset (see Side) can show a slowdown the code does not have, or hide one
+    it has. `start_pair()` starts new (base, candidate) sides; the caller closes those returned.
+    A real slowdown is seen by both sets and still fails; one set's offset is halved by the
+    pooled median."""
+    verdict = paired_verdict(timing, budget)
+    if not (verdict.regressed or needs_more_rounds(verdict, budget)):
         return timing, []
-    progress("slower than the budget: measuring again with a fresh pair of timing workers")
+    progress(("slower than the budget" if verdict.regressed else "still undecided")
+             + ": measuring again with fresh timing workers")
     pair = start_pair()
     again = measure(*pair, budget, rounds, steps, progress)
     return PairedTiming(timing.base + again.base, timing.new + again.new), pair

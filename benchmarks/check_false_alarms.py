@@ -10,10 +10,10 @@ starts and always stops.
 By default each run is the step-time judgement as `advisor check --workload` makes it
 (interleaved rounds, the paired verdict, more rounds when undecided) on timing workers started
 once (a base, an unchanged and a bfloat16 candidate) so that a run costs its rounds, not three
-JAX start-ups and compiles. --fresh starts a new pair of timing workers for every run, as the
-command does, and confirms a slowdown with a second fresh pair, as the command does (two
-processes running the same step can differ by about 10% for as long as they live, which
-long-lived workers never show). --full runs the whole `advisor check` command each time (fresh
+JAX start-ups and compiles. --fresh starts new timing workers for every run, as the command
+does (two a side), and measures a slowdown or a still undecided verdict again with fresh
+workers, as the command does (two processes running the same step can differ by about 10% for
+as long as they live, which long-lived workers never show). --full runs the whole `advisor check` command each time (fresh
 workers, profile, analysis, memory and findings too). Each first runs one full check of the
 bfloat16 arm to show what memory and findings say about it.
 
@@ -64,14 +64,14 @@ def time_check(base, new) -> tuple[bool, float | None, list[str]]:
 def fresh_check(extra: list[str]) -> tuple[bool, float | None, list[str]]:
     """The step-time path of `advisor check --workload` on a new pair of workers: measure, and
     confirm a slowdown with another new pair."""
-    from advisor.timing import Worker, confirm, measure, paired_verdict
+    from advisor.timing import confirm, measure, paired_verdict, start_sides
 
     spec = {"workload": "transformer", "preset": "tiny", "overrides": CONFIG}
     new = {**spec, "overrides": CONFIG + extra}
     pairs = []
 
     def start_pair():
-        pairs.append([Worker(spec, None, "base"), Worker(new, None, "candidate")])
+        pairs.append(start_sides(spec, new))
         return pairs[-1]
     try:
         first = measure(*start_pair(), BUDGET)
@@ -81,7 +81,7 @@ def fresh_check(extra: list[str]) -> tuple[bool, float | None, list[str]]:
             for w in pair:
                 w.close()
     verdict = paired_verdict(timing, BUDGET)
-    ratios = " ".join(f"{r:.2f}" for r in timing.ratios()) + (" (confirmed by a 2nd pair)" if len(pairs) > 1 else "")
+    ratios = " ".join(f"{r:.2f}" for r in timing.ratios()) + (" (measured again by fresh workers)" if len(pairs) > 1 else "")
     return verdict.regressed, verdict.ratio, ["budget:step-time"] if verdict.regressed else [], ratios
 
 

@@ -263,3 +263,20 @@ def test_recorded_baseline_verdicts():
     assert c.passed and "differ by" in c.message
     c = recorded_time_check(steady_slow, 0.10, StepTimeEvidence(remeasured_ms=[150.0], load=0.9), False)
     assert c.passed and "load 0.90 per core" in c.message
+
+
+def test_each_side_uses_its_workers_in_turns_over_every_combination():
+    from advisor.timing import Side, interleave
+    base = Side([_FakeWorker(100.0), _FakeWorker(110.0)])            # one base process 10% slower
+    new = Side([_FakeWorker(100.0), _FakeWorker(120.0)], stagger=True)
+    ratios = interleave(base, new, rounds=8, steps=2).ratios()
+    # (0,0) (1,1) (0,1) (1,0), twice: every base process against every candidate process
+    assert sorted(round(r, 4) for r in ratios) == sorted([1.0, 1.0909, 1.2, 0.9091] * 2)
+
+
+def test_a_verdict_still_undecided_is_measured_again_by_fresh_workers():
+    from advisor.timing import confirm, needs_more_rounds, paired_verdict
+    wide = _paired([100] * 8, [0.95, 1.3, 1.0, 1.25, 1.05, 1.2, 0.98, 1.12])    # median x1.085, band over x1.10
+    assert not paired_verdict(wide, 0.10).regressed and needs_more_rounds(paired_verdict(wide, 0.10), 0.10)
+    pooled, again = confirm(wide, lambda: [_FakeWorker(100.0), _FakeWorker(125.0)], 0.10, rounds=8, steps=2)
+    assert len(again) == 2 and len(pooled.ratios()) == 16 and paired_verdict(pooled, 0.10).regressed
