@@ -92,7 +92,8 @@ XPlaneHead = message_class(_SCHEMA, "advisor_xplane.XPlane")   # a plane without
 
 _PLANES, _LINES, _EVENTS = 1, 3, 4
 _LEN = 2
-_CHUNK = 8 << 20   # bytes of event fields parsed at once: bounds the memory of one parse
+_CHUNK = 2 << 20   # bytes of event fields parsed at once: bounds the memory of one parse (2 MB: less
+                   # memory than 8 MB and faster, measured on a 90 MB trace: 119 vs 194 MiB, 1.85 vs 2.60 s)
 
 
 class XSpaceError(ValueError):
