@@ -3,15 +3,18 @@
 Records the tiny Transformer for as many steps as each size needs (CPU traces, written under
 benchmarks/out/, not committed); sizes above --max-record-mb are made by concatenating the
 largest recorded trace's bytes (protobuf reads the copies as one XSpace with its planes
-repeated), written under /tmp and deleted at the end. Then, each in a fresh process that does
+repeated; advisor, like ProfileData, analyzes the first plane of each name, so these rows show
+that a file over 2 GiB is read, not the cost per event: the fits use the recordings only),
+written under /tmp and deleted at the end. Then, each in a fresh process that does
 nothing else and reads its own peak RSS (VmHWM) at the end:
 
 - floor: `jax.profiler.ProfileData.from_file`, reading every event's name and duration once,
   and freeing the ProfileData (advisor pays that too); only on files up to --max-floor-mb,
   since ProfileData needs about 11x the file in RAM and cannot parse a file over 2 GiB;
 - analyze: advisor's whole analysis of the file (load, HLO, memory viewer, rules), in process,
-  imports excluded (the RSS after imports is printed apart); the peak RSS of its child process
-  (xprof's converters, which read only the slice of the file that holds the HLO) apart;
+  imports excluded (the RSS after imports is printed apart); xprof's converters run in a child
+  process on the slice of the file that holds the HLO (its own peak is not in this figure: a
+  forked child's ru_maxrss starts from its parent's RSS, so it cannot be told apart here);
 - the timeline alone (advisor.load.loader.load_timeline: the streaming reader into columns);
 - with --events-db, xprof's events database: xspace_to_parquet + a DuckDB group-by of op time.
 
@@ -64,7 +67,7 @@ print(json.dumps({"s": done - t0, "parse_s": parsed - t0, "read_s": read - parse
 """
 
 ANALYZE = _HWM + r"""
-import json, resource, sys, time
+import json, sys, time
 import jax.profiler  # imports are not part of the measured analysis
 from advisor.engine import analyze_path
 base = _mib("VmRSS")
@@ -72,8 +75,7 @@ t0 = time.perf_counter()
 analyses = analyze_path(sys.argv[1])
 done = time.perf_counter()
 print(json.dumps({"s": done - t0, "findings": [f.rule for f in analyses[0].findings],
-                  "hwm_mib": _mib("VmHWM"), "base_mib": base,
-                  "child_hwm_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+                  "hwm_mib": _mib("VmHWM"), "base_mib": base}))
 """
 
 # The timeline alone (the streaming reader and the profile model's columns), without xprof's converters.
@@ -208,8 +210,7 @@ def measure(path: Path, concat: bool, args) -> dict:
         row["error"] = analyses[0]["error"]
     else:
         row.update(analyze_s=statistics.median(a["s"] for a in ok), analyze_hwm=max(a["hwm_mib"] for a in ok),
-                   analyze_base=min(a["base_mib"] for a in ok), findings=ok[0]["findings"],
-                   child_hwm=max(a["child_hwm_mib"] for a in ok))
+                   analyze_base=min(a["base_mib"] for a in ok), findings=ok[0]["findings"])
     for key, runs in (("read", reads), ("db", dbs)):
         good = [r for r in runs if "error" not in r]
         if good:
@@ -231,10 +232,11 @@ def measure(path: Path, concat: bool, args) -> dict:
 def report(rows: list[dict]) -> None:
     print()
     print("| file | events | ops | floor | advisor | advisor / floor | timeline alone | peak RSS floor "
-          "| peak RSS advisor | its converter child | events DB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| peak RSS advisor | events DB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        name = f"{r['mb']:,.1f} MB" + (" (concatenated copies)" if r["concat"] else "")
+        name = f"{r['mb']:,.1f} MB" + (" (concatenated copies: the first copy's planes are analyzed)"
+                                       if r["concat"] else "")
         events = f"{r['events'] / 1e6:.2f} M" if "events" in r else "-"
         floor = f"{r['floor_s']:.2f} s" if "floor_s" in r else "not run"
         floor_rss = f"{r['floor_hwm']:,.0f} MiB" if "floor_hwm" in r else "-"
@@ -243,11 +245,11 @@ def report(rows: list[dict]) -> None:
         db = (f"{r['db_s']:.2f} s, {r['db_hwm']:,.0f} MiB" if "db_s" in r
               else f"failed: {r['db_error']}" if "db_error" in r else "-")
         if "error" in r:
-            print(f"| {name} | {events} | {ops} | {floor} | failed: {r['error']} | - | {read} | {floor_rss} | - | - | {db} |")
+            print(f"| {name} | {events} | {ops} | {floor} | failed: {r['error']} | - | {read} | {floor_rss} | - | {db} |")
             continue
         ratio = f"{r['analyze_s'] / r['floor_s']:.2f}x" if "floor_s" in r else "-"
         print(f"| {name} | {events} | {ops} | {floor} | {r['analyze_s']:.2f} s | {ratio} | {read} | {floor_rss} "
-              f"| {r['analyze_hwm']:,.0f} MiB | {r['child_hwm']:,.0f} MiB | {db} |")
+              f"| {r['analyze_hwm']:,.0f} MiB | {db} |")
     measured = [r for r in rows if "analyze_s" in r and not r["concat"]]
     both = [r for r in measured if "floor_s" in r]
     if rows and "analyze_base" in rows[0]:
