@@ -1,6 +1,6 @@
-"""Many runs: --jobs and --engine ray give the JSON of the sequential analysis, --format jsonl streams
-one document per run in path order, the text report ends with a fleet table, and URLs (file://, an
-in-process memory:// filesystem) read like the paths they name."""
+"""Many runs: --jobs and --engine ray (a Ray task per host file) give the JSON of the sequential
+analysis, --format jsonl streams one document per run in path order, the text report ends with a
+fleet table, and URLs (file://, an in-process memory:// filesystem) read like the paths they name."""
 
 import json
 import os
@@ -91,6 +91,43 @@ def test_ray_engine_gives_the_json_of_the_sequential_analysis(fleet, sequential)
     result = cli("analyze", fleet, "--format", "json", "--engine", "ray", "--jobs", "2")
     assert result.returncode == 3, result.stderr
     assert result.stdout == sequential.stdout
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    """A logdir of runs of two hosts: a committed one, the same with its second host unreadable, and
+    with its first host unreadable (links to the committed files)."""
+    root = tmp_path_factory.mktemp("hosts")
+    shutil.copytree(FIXTURES / "parallel" / "two_hosts", root / "two_hosts", copy_function=os.symlink)
+    committed = FIXTURES / "parallel" / "two_hosts" / "plugins" / "profile" / "run"
+    for name, broken in (("second_host_unreadable", "host1"), ("first_host_unreadable", "host0")):
+        run = root / name / "plugins" / "profile" / "run"
+        run.mkdir(parents=True)
+        for host in ("host0", "host1"):
+            if host == broken:
+                (run / f"{host}.xplane.pb").write_bytes(b"\x0a\x05trunc")
+            else:
+                (run / f"{host}.xplane.pb").symlink_to(committed / f"{host}.xplane.pb")
+    return root
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("ray"),
+                    reason="ray is not installed: pip install 'jax-advisor[ray]' to test --engine ray")
+def test_ray_engine_reads_each_host_file_in_a_task(hosts, monkeypatch):
+    sequential = cli("analyze", hosts, "--format", "json", "--jobs", "1")
+    assert sequential.returncode == 3, sequential.stderr
+    doc = json.loads(sequential.stdout)
+    assert [len(r["hosts"]) for r in doc["runs"]] == [1, 2]
+    assert any("host host1 skipped" in w for w in doc["runs"][0]["warnings"])
+    assert [f["path"] for f in doc["failed"]] == [str(next((hosts / "first_host_unreadable").rglob("host0.*")))]
+
+    messages = []
+    monkeypatch.setattr("advisor.cli._progress", lambda enabled: messages.append)
+    result = cli("analyze", hosts, "--format", "json", "--engine", "ray", "--jobs", "2")
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == sequential.stdout
+    # 3 runs of 2 hosts: a task per host file and one per run to merge its hosts
+    assert any("in 9 Ray tasks" in m for m in messages), messages
 
 
 def test_ray_engine_without_ray_says_what_to_install(monkeypatch):
