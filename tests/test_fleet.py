@@ -1,6 +1,7 @@
 """Many runs: --jobs and --engine ray (a Ray task per host file) give the JSON of the sequential
-analysis, --format jsonl streams one document per run in path order, the text report ends with a
-fleet table, and URLs (file://, an in-process memory:// filesystem) read like the paths they name."""
+analysis, a worker that dies costs only its run, --format jsonl streams one document per run in path
+order, the text report ends with a fleet table, and URLs (file://, an in-process memory:// filesystem)
+read like the paths they name."""
 
 import json
 import os
@@ -12,6 +13,7 @@ import pytest
 
 from conftest import FIXTURES, cli
 from advisor.report.json_report import schema
+from advisor.rule import Rule
 
 RUNS = ("transformer_scan", "transformer_remat", "transformer_bf16")
 
@@ -142,6 +144,36 @@ def test_bad_ray_address_and_engine_options():
     assert "--engine ray" in _one_line_error(
         cli("analyze", FIXTURES / "transformer_scan", "--ray-address", "auto"))
     assert cli("analyze", FIXTURES / "transformer_scan", "--jobs", "0").returncode == 2
+
+
+def _dies_on_bf16(profile):
+    """A rule's check that kills the process analyzing transformer_bf16, as a native crash would."""
+    if "transformer_bf16" in profile.path:
+        os._exit(1)
+    return []
+
+
+DIES_ON_BF16 = Rule(id="dies-on-bf16", severity="info", backends=("cpu",), summary="kills its worker",
+                    check=_dies_on_bf16, doc="")
+
+
+def test_a_worker_that_dies_costs_only_the_run_it_analyzed(fleet, sequential, monkeypatch):
+    """A dead worker breaks the pool: every run it left undone is analyzed again in a process of its
+    own, and only the one that dies again is listed as not analyzed (the rule reaches the workers in
+    the job, as every rule does). transformer_bf16 is the first run a worker reads in full, so the
+    runs after it are still undone when it dies."""
+    from advisor import rules
+
+    monkeypatch.setattr(rules, "ALL", [*rules.ALL, DIES_ON_BF16])
+    result = cli("analyze", fleet, "--format", "json", "--jobs", "2")
+    assert result.returncode == 3, result.stderr
+    doc, before = json.loads(result.stdout), json.loads(sequential.stdout)
+    bf16 = next(r["path"] for r in before["runs"] if "transformer_bf16" in r["path"])
+    assert doc["runs"] == [r for r in before["runs"] if r["path"] != bf16] and len(doc["runs"]) == 2
+    died = {"path": bf16, "reason": f"{bf16}: the process analyzing it died (a crash in a native library, "
+                                    "or out of memory); analyze this run alone to see the error"}
+    assert doc["failed"] == [*before["failed"], died]
+    assert f"advisor: not analyzed: {died['reason']}" in result.stderr and "Traceback" not in result.stderr
 
 
 def _findings(doc):
