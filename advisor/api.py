@@ -102,7 +102,7 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     jobs: runs analyzed at once, each in a worker process (None or 1: in this process, one after the
     other; a script that passes jobs > 1 needs the usual `if __name__ == "__main__":` guard, as workers
     are started by spawn);
-    engine: "process" (worker processes on this machine) or "ray" (one Ray task per run, on the
+    engine: "process" (worker processes on this machine) or "ray" (one Ray task per host file, on the
     cluster at ray_address, else a local Ray started for the call). The results are the same.
     steps: "A:B" (or a slice) analyzes only the steps numbered A to B-1 (the CLI's --steps).
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).

@@ -105,7 +105,7 @@ def main():
               help="Runs analyzed at once, each in a process of its own (default: one per core; 1: one after "
                    "the other in this process). With --engine ray: the CPUs of the local Ray.")
 @click.option("--engine", type=click.Choice(list(ENGINES)), default="process", show_default=True,
-              help="process: worker processes on this machine; ray: one Ray task per run "
+              help="process: worker processes on this machine; ray: one Ray task per host file "
                    "(pip install 'jax-advisor[ray]').")
 @click.option("--ray-address", metavar="ADDRESS",
               help="With --engine ray: join this Ray cluster (e.g. auto, or ray://head:10001) instead of "

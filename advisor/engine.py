@@ -2,7 +2,8 @@
 
 The unit of work is one run (`run_job`): it reads the run (fetching it first when it is under a URL),
 reduces it to the profile model and runs the rules, in this process, in worker processes
-(`--jobs`) or as Ray tasks (`--engine ray`); results come back in the order of the runs' paths.
+(`--jobs`) or as Ray tasks (`--engine ray`, a task per host file: see ray_engine); results come back
+in the order of the runs' paths.
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ class Job:
     as_json: bool = False       # return Analysis.to_json() (small) instead of the Analysis (the whole profile)
     steps: Optional[slice] = None   # analyze only the steps numbered in this slice (--steps A:B)
 
+    def analyze(self, profile: Profile) -> Analysis:
+        return analyze_profile(profile, None if self.rules is None else list(self.rules), self.options,
+                               self.device_memory)
+
 
 Result = Union[Analysis, dict, RunFailure]
 
@@ -110,9 +115,10 @@ def run_job(unit, job: Job) -> list[Result]:
 
 
 def _one(run: RunFiles, job: Job) -> Union[Analysis, RunFailure]:
+    from .load.loader import load_run
+
     try:
-        return analyze_run(run, None if job.rules is None else list(job.rules), job.options, job.device_memory,
-                           job.steps)
+        return job.analyze(load_run(run, job.steps))
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err))
 
@@ -140,7 +146,7 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
     as each and all before it are done: an Analysis (or its JSON with as_json), or a RunFailure.
 
     engine "process": one worker process per job on this machine (jobs=1: in this process);
-    "ray": one Ray task per run, on the cluster at ray_address or a local Ray started for the call.
+    "ray": one Ray task per host file, on the cluster at ray_address or a local Ray started for the call.
     A path that holds no run at all, or one run that cannot be read, is an error (AdvisorError).
     """
     if engine not in ENGINES:
@@ -152,7 +158,9 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
     if any(isinstance(u, RemoteRun) and u.process_local for u in units):
         jobs, engine = 1, "process"     # memory:// exists in this process only
     if engine == "ray":
-        results = _ray_results(units, job, jobs, ray_address, progress)
+        from .ray_engine import ray_results
+
+        results = ray_results(units, job, jobs, ray_address, progress)
     elif jobs == 1 or len(units) == 1 or not _spawnable():
         results = _local_results(units, job, progress)
     else:
@@ -230,79 +238,6 @@ def _pool_results(units, job: Job, workers: int, progress) -> Iterator[tuple[int
         yield i, out
 
 
-def _ray_results(units, job: Job, workers: int, address: Optional[str],
-                 progress) -> Iterator[tuple[int, list[Result]]]:
-    """One Ray task per run (read, reduce to the profile model, run the rules); results come back
-    small when as_json. Joins the cluster at `address`, else starts a local Ray for this call."""
-    import logging
-    import os
-
-    try:
-        import ray
-    except ImportError:
-        raise AdvisorError("--engine ray needs Ray: install jax-advisor[ray] (pip install 'jax-advisor[ray]')") \
-            from None
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    started = not ray.is_initialized()
-    if started and address:
-        _check_reachable(address)
-    if started:
-        quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
-        try:
-            if address:
-                progress(f"joining the Ray cluster at {address}")
-                ray.init(address=address, **quiet)
-            else:
-                progress(f"starting a local Ray with {workers} CPUs")
-                ray.init(num_cpus=workers, **quiet)
-        except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
-            lines = str(err).strip().splitlines()
-            where = f"the Ray cluster at {address}" if address else "a local Ray"
-            raise AdvisorError(f"cannot start or join {where}: {lines[0][:200] if lines else type(err).__name__}") \
-                from None
-    try:
-        task = ray.remote(run_job)
-        refs = {task.remote(unit, job): i for i, unit in enumerate(units)}
-        pending, done_count = list(refs), 0
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            for ref in ready:
-                i = refs[ref]
-                done_count += 1
-                try:
-                    out = ray.get(ref)
-                except ray.exceptions.RayTaskError as err:
-                    raise err.as_instanceof_cause() from None
-                except ray.exceptions.RayError as err:   # the worker died, the node was lost
-                    out = [RunFailure(_label(units[i]), f"{_label(units[i])}: the Ray task analyzing it failed "
-                                      f"({type(err).__name__}); analyze this run alone to see the error")]
-                progress(f"analyzed {_label(units[i])} ({done_count}/{len(units)})")
-                yield i, out
-    finally:
-        if started:
-            ray.shutdown()
-
-
-RAY_CONNECT_TIMEOUT_S = 10
-
-
-def _check_reachable(address: str) -> None:
-    """A Ray cluster's host:port that does not answer is one clear error now, rather than Ray retrying
-    for minutes ("auto" and "local" are Ray's own to resolve)."""
-    import socket
-
-    host_port = address.split("://", 1)[-1].rstrip("/")
-    if address in ("auto", "local") or ":" not in host_port:
-        return
-    host, _, port = host_port.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
-            pass
-    except (OSError, ValueError) as err:
-        raise AdvisorError(f"--ray-address {address}: no Ray cluster answers there ({err}); start one with "
-                           "`ray start --head`, or leave out --ray-address for a local Ray") from None
-
-
 def analyze_all(path: str | Path, rules: Optional[list[Rule]] = None,
                 options: Optional[dict[str, dict]] = None,
                 progress: Callable[[str], None] = lambda msg: None,
@@ -338,15 +273,15 @@ def analyze_run(run: RunFiles, rules: Optional[list[Rule]] = None,
                 steps: Optional[slice] = None) -> Analysis:
     from .load.loader import load_run
 
-    profile = load_run(run, steps)
-    if device_memory:
-        profile.device_capacity_bytes = device_memory
-        profile.notes.append(f"device memory capacity {device_memory:,} bytes, as given on the command line")
-    return analyze_profile(profile, rules, options)
+    return analyze_profile(load_run(run, steps), rules, options, device_memory)
 
 
 def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
-                    options: Optional[dict[str, dict]] = None) -> Analysis:
+                    options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None) -> Analysis:
+    """The rules on a loaded run; device_memory (bytes) stands for the capacity the trace does not record."""
+    if device_memory:
+        profile.device_capacity_bytes = device_memory
+        profile.notes.append(f"device memory capacity {device_memory:,} bytes, as given on the command line")
     rules = all_rules() if rules is None else rules
     options = options or {}
     findings = []

@@ -1,6 +1,7 @@
-"""Many runs: --jobs and --engine ray give the JSON of the sequential analysis, --format jsonl streams
-one document per run in path order, the text report ends with a fleet table, and URLs (file://, an
-in-process memory:// filesystem) read like the paths they name."""
+"""Many runs: --jobs and --engine ray (a Ray task per host file) give the JSON of the sequential
+analysis, a worker that dies costs only its run, --format jsonl streams one document per run in path
+order, the text report ends with a fleet table, and URLs (file://, an in-process memory:// filesystem)
+read like the paths they name."""
 
 import json
 import os
@@ -12,6 +13,7 @@ import pytest
 
 from conftest import FIXTURES, cli
 from advisor.report.json_report import schema
+from advisor.rule import Rule
 
 RUNS = ("transformer_scan", "transformer_remat", "transformer_bf16")
 
@@ -93,6 +95,43 @@ def test_ray_engine_gives_the_json_of_the_sequential_analysis(fleet, sequential)
     assert result.stdout == sequential.stdout
 
 
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    """A logdir of runs of two hosts: a committed one, the same with its second host unreadable, and
+    with its first host unreadable (links to the committed files)."""
+    root = tmp_path_factory.mktemp("hosts")
+    shutil.copytree(FIXTURES / "parallel" / "two_hosts", root / "two_hosts", copy_function=os.symlink)
+    committed = FIXTURES / "parallel" / "two_hosts" / "plugins" / "profile" / "run"
+    for name, broken in (("second_host_unreadable", "host1"), ("first_host_unreadable", "host0")):
+        run = root / name / "plugins" / "profile" / "run"
+        run.mkdir(parents=True)
+        for host in ("host0", "host1"):
+            if host == broken:
+                (run / f"{host}.xplane.pb").write_bytes(b"\x0a\x05trunc")
+            else:
+                (run / f"{host}.xplane.pb").symlink_to(committed / f"{host}.xplane.pb")
+    return root
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("ray"),
+                    reason="ray is not installed: pip install 'jax-advisor[ray]' to test --engine ray")
+def test_ray_engine_reads_each_host_file_in_a_task(hosts, monkeypatch):
+    sequential = cli("analyze", hosts, "--format", "json", "--jobs", "1")
+    assert sequential.returncode == 3, sequential.stderr
+    doc = json.loads(sequential.stdout)
+    assert [len(r["hosts"]) for r in doc["runs"]] == [1, 2]
+    assert any("host host1 skipped" in w for w in doc["runs"][0]["warnings"])
+    assert [f["path"] for f in doc["failed"]] == [str(next((hosts / "first_host_unreadable").rglob("host0.*")))]
+
+    messages = []
+    monkeypatch.setattr("advisor.cli._progress", lambda enabled: messages.append)
+    result = cli("analyze", hosts, "--format", "json", "--engine", "ray", "--jobs", "2")
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == sequential.stdout
+    # 3 runs of 2 hosts: a task per host file and one per run to merge its hosts
+    assert any("in 9 Ray tasks" in m for m in messages), messages
+
+
 def test_ray_engine_without_ray_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)    # import ray raises ImportError
     line = _one_line_error(cli("analyze", FIXTURES / "transformer_scan", "--engine", "ray"))
@@ -105,6 +144,36 @@ def test_bad_ray_address_and_engine_options():
     assert "--engine ray" in _one_line_error(
         cli("analyze", FIXTURES / "transformer_scan", "--ray-address", "auto"))
     assert cli("analyze", FIXTURES / "transformer_scan", "--jobs", "0").returncode == 2
+
+
+def _dies_on_bf16(profile):
+    """A rule's check that kills the process analyzing transformer_bf16, as a native crash would."""
+    if "transformer_bf16" in profile.path:
+        os._exit(1)
+    return []
+
+
+DIES_ON_BF16 = Rule(id="dies-on-bf16", severity="info", backends=("cpu",), summary="kills its worker",
+                    check=_dies_on_bf16, doc="")
+
+
+def test_a_worker_that_dies_costs_only_the_run_it_analyzed(fleet, sequential, monkeypatch):
+    """A dead worker breaks the pool: every run it left undone is analyzed again in a process of its
+    own, and only the one that dies again is listed as not analyzed (the rule reaches the workers in
+    the job, as every rule does). transformer_bf16 is the first run a worker reads in full, so the
+    runs after it are still undone when it dies."""
+    from advisor import rules
+
+    monkeypatch.setattr(rules, "ALL", [*rules.ALL, DIES_ON_BF16])
+    result = cli("analyze", fleet, "--format", "json", "--jobs", "2")
+    assert result.returncode == 3, result.stderr
+    doc, before = json.loads(result.stdout), json.loads(sequential.stdout)
+    bf16 = next(r["path"] for r in before["runs"] if "transformer_bf16" in r["path"])
+    assert doc["runs"] == [r for r in before["runs"] if r["path"] != bf16] and len(doc["runs"]) == 2
+    died = {"path": bf16, "reason": f"{bf16}: the process analyzing it died (a crash in a native library, "
+                                    "or out of memory); analyze this run alone to see the error"}
+    assert doc["failed"] == [*before["failed"], died]
+    assert f"advisor: not analyzed: {died['reason']}" in result.stderr and "Traceback" not in result.stderr
 
 
 def _findings(doc):

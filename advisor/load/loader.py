@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from typing import Optional
+from pathlib import Path
+from typing import Callable, Optional
 
 from ..errors import AdvisorError
 from ..locate import RunFiles, host_name
@@ -63,7 +65,17 @@ def _first_line(err: Exception) -> str:
 
 
 def load_run(run: RunFiles, steps: Optional[slice] = None) -> Profile:
-    """The run's profile model; with `steps`, of the steps whose numbers are in that slice only."""
+    """The run: its first host file read in full, its other host files reduced and merged in (the
+    Ray engine calls the same three steps, each host file in a task of its own); with `steps`, of
+    the steps whose numbers are in that slice only."""
+    first = load_first_host(run, steps)
+    reference = HostReference.of(first)
+    return merge_hosts(first, [load_host(path, lambda: reference, steps) for path in run.host_files[1:]])
+
+
+def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
+    """The run's first host file read in full (its HLO describes the program every host runs), with
+    the run's metadata and memory profile: the run's profile before its other hosts are merged in."""
     timeline = load_timeline(run.xplane, steps)
     warnings: list[str] = []
     meta = _run_metadata(run, warnings)
@@ -84,7 +96,6 @@ def load_run(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     backend = timeline.backend
     device_name = timeline.device_name or meta.get("device_kind", "") or backend
     _categorize_devices(timeline, modules)
-    notes = []
     if not timeline.ops:
         size = run.xplane.stat().st_size
         what = ("the file is empty (0 bytes)" if size == 0 else "no XLA op started in the steps asked"
@@ -102,19 +113,6 @@ def load_run(run: RunFiles, steps: Optional[slice] = None) -> Profile:
                   devices=device_activity(host_name(run.xplane), timeline.device_ops, timeline.device_waits,
                                           timeline.steps, modules, step_peak, timeline.allocators),
                   compile_ns=_compile_in_steps(timeline))]
-    hosts += _other_hosts(run, timeline, modules, step_peak, warnings, steps)
-    if timeline.step_window is not None:
-        first, last = timeline.step_window
-        notes.append(f"steps {first} to {last} analyzed ({len(timeline.steps)} of the trace's "
-                     f"{timeline.steps_of_trace} steps, as --steps asked): every figure is over these steps")
-    count = sum(len(h.devices) for h in hosts)
-    if backend == "cpu" and count > 1:
-        device_name += f", {count} devices" + (f" on {len(hosts)} hosts" if len(hosts) > 1 else "")
-    estimated = estimate_peer_waits([d for h in hosts for d in h.devices])
-    if estimated:
-        notes.append(f"{len(estimated)} collective(s) of the step carry no wait-for-peers events (e.g. gloo across "
-                     "hosts, GPU kernels): each device's wait in them is estimated as its time beyond the shortest "
-                     "device's time in the same collective")
     return Profile(
         path=str(run.xplane),
         backend=backend,
@@ -127,7 +125,7 @@ def load_run(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         device_memory_profile=memory_profile,
         run_metadata=meta,
         device_capacity_bytes=_capacity(timeline.device_stats),
-        notes=notes,
+        notes=_window_note(timeline),
         warnings=warnings,
         busy=timeline.busy,
         host_events=timeline.host_events,
@@ -141,43 +139,93 @@ def load_run(run: RunFiles, steps: Optional[slice] = None) -> Profile:
 SAME_PROGRAM_SHARE = 0.9     # a host runs the first host's program when this share of its ops are its instructions
 
 
-def _other_hosts(run: RunFiles, first: Timeline, modules: dict[str, HloModule], step_peak: Optional[int],
-                 warnings: list[str], steps: Optional[slice] = None) -> list[Host]:
-    """The run's other hosts: their timelines only (the first host's HLO describes the program they
-    all run), lined up with the first by step number, never by timestamps (each host has its own
-    clock). A host that cannot be read, or that ran another program, is skipped with one line."""
-    by_name = {m.name: m for m in modules.values()}
-    numbers = {s.number for s in first.steps}
-    out = []
-    for path in run.host_files[1:]:
-        name = host_name(path)
-        try:
-            timeline = load_timeline(path, steps)
-        except AdvisorError as err:
-            warnings.append(f"host {name} skipped: {err}")
-            continue
-        if first.step_module and timeline.step_module and \
-                split_key(timeline.step_module)[0] != split_key(first.step_module)[0]:
-            warnings.append(f"host {name} skipped: it ran {timeline.step_module}, not {first.step_module}")
-            continue
-        step_module = modules.get(first.step_module or "")
-        ran = {op.name for op in timeline.ops if op.module == timeline.step_module}
-        if step_module is not None and ran and \
-                len(ran & step_module.instructions.keys()) < SAME_PROGRAM_SHARE * len(ran):
-            warnings.append(f"host {name} skipped: its step program {timeline.step_module} is not "
-                            f"{first.step_module}'s (its ops are not that program's instructions)")
-            continue
-        theirs = {s.number for s in timeline.steps}
-        if theirs != numbers:
-            warnings.append(f"host {name}: its steps {sorted(theirs)} differ from {host_name(run.xplane)}'s "
-                            f"{sorted(numbers)}; steps are compared by number where both have them")
-        keys = {op.module for op in timeline.ops}      # the same programs may have other ids on this host
-        host_modules = {**{k: by_name[split_key(k)[0]] for k in keys if split_key(k)[0] in by_name}, **modules}
-        out.append(Host(name=name, path=str(path), steps=timeline.steps,
-                        devices=device_activity(name, timeline.device_ops, timeline.device_waits, timeline.steps,
-                                                host_modules, step_peak, timeline.allocators),
-                        compile_ns=_compile_in_steps(timeline)))
-    return out
+@dataclasses.dataclass(frozen=True)
+class HostReference:
+    """What a run's other hosts are lined up with and reduced by: the first host's step program, step
+    numbers, HLO and step peak (what a Ray task reading another host needs of the first host)."""
+    name: str
+    step_module: Optional[str]
+    step_numbers: frozenset[int]
+    modules: dict[str, HloModule]
+    step_peak: Optional[int]
+
+    @classmethod
+    def of(cls, first: Profile) -> "HostReference":
+        return cls(name=first.hosts[0].name, step_module=first.step_module,
+                   step_numbers=frozenset(s.number for s in first.steps), modules=first.modules,
+                   step_peak=first.memory.peak_bytes if first.memory else None)
+
+
+@dataclasses.dataclass
+class HostPart:
+    """Another host file reduced: its Host (None when it was skipped) and the warnings it adds to the run."""
+    host: Optional[Host]
+    warnings: list[str]
+
+
+def _window_note(timeline: Timeline) -> list[str]:
+    if timeline.step_window is None:
+        return []
+    first, last = timeline.step_window
+    return [f"steps {first} to {last} analyzed ({len(timeline.steps)} of the trace's {timeline.steps_of_trace} "
+            "steps, as --steps asked): every figure is over these steps"]
+
+
+def load_host(path: Path, reference: Callable[[], Optional[HostReference]],
+              steps: Optional[slice] = None) -> Optional[HostPart]:
+    """Another host file of a run: its timeline only (the first host's HLO describes the program they all
+    run), lined up with the first by step number, never by timestamps (each host has its own clock). A
+    host that cannot be read, or that ran another program, is skipped with one line. `reference` is asked
+    for once the file is read, so that a Ray task reads its host while the first host is still being read;
+    None there (the first host could not be read: the run fails) gives None."""
+    name = host_name(path)
+    try:
+        timeline = load_timeline(path, steps)
+    except AdvisorError as err:
+        return HostPart(None, [f"host {name} skipped: {err}"])
+    first = reference()
+    if first is None:
+        return None
+    if first.step_module and timeline.step_module and \
+            split_key(timeline.step_module)[0] != split_key(first.step_module)[0]:
+        return HostPart(None, [f"host {name} skipped: it ran {timeline.step_module}, not {first.step_module}"])
+    step_module = first.modules.get(first.step_module or "")
+    ran = {op.name for op in timeline.ops if op.module == timeline.step_module}
+    if step_module is not None and ran and \
+            len(ran & step_module.instructions.keys()) < SAME_PROGRAM_SHARE * len(ran):
+        return HostPart(None, [f"host {name} skipped: its step program {timeline.step_module} is not "
+                               f"{first.step_module}'s (its ops are not that program's instructions)"])
+    warnings = []
+    theirs = {s.number for s in timeline.steps}
+    if theirs != first.step_numbers:
+        warnings.append(f"host {name}: its steps {sorted(theirs)} differ from {first.name}'s "
+                        f"{sorted(first.step_numbers)}; steps are compared by number where both have them")
+    by_name = {m.name: m for m in first.modules.values()}
+    keys = {op.module for op in timeline.ops}      # the same programs may have other ids on this host
+    host_modules = {**{k: by_name[split_key(k)[0]] for k in keys if split_key(k)[0] in by_name}, **first.modules}
+    return HostPart(Host(name=name, path=str(path), steps=timeline.steps,
+                         devices=device_activity(name, timeline.device_ops, timeline.device_waits, timeline.steps,
+                                                 host_modules, first.step_peak, timeline.allocators),
+                         compile_ns=_compile_in_steps(timeline)), warnings)
+
+
+def merge_hosts(first: Profile, parts: list[HostPart]) -> Profile:
+    """The run's profile: the first host's with the other hosts added in file order, then what is
+    judged across all of them (the device count in the name, the waits for peers estimated)."""
+    for part in parts:
+        first.warnings.extend(part.warnings)
+        if part.host is not None:
+            first.hosts.append(part.host)
+    hosts = first.hosts
+    count = sum(len(h.devices) for h in hosts)
+    if first.backend == "cpu" and count > 1:
+        first.device_name += f", {count} devices" + (f" on {len(hosts)} hosts" if len(hosts) > 1 else "")
+    estimated = estimate_peer_waits([d for h in hosts for d in h.devices])
+    if estimated:
+        first.notes.append(f"{len(estimated)} collective(s) of the step carry no wait-for-peers events (e.g. gloo "
+                           "across hosts, GPU kernels): each device's wait in them is estimated as its time beyond "
+                           "the shortest device's time in the same collective")
+    return first
 
 
 def _compile_in_steps(timeline: Timeline) -> float:

@@ -1,0 +1,155 @@
+"""`--engine ray`: every host file is a Ray task that reads it and reduces it to its part of the profile
+model; a run of several hosts gets one more task that merges them and runs the rules, so only the run's
+result (its JSON with as_json) comes back to the driver. The tasks call the loader's own steps
+(load_first_host, load_host, merge_hosts), which is why the results are the default engine's."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Iterator, Optional, Union
+
+from .engine import Job, Result, RunFailure, _label, run_job
+from .errors import AdvisorError
+from .locate import RunFiles
+from .model import Profile
+
+RAY_CONNECT_TIMEOUT_S = 10
+
+
+def ray_results(units, job: Job, workers: int, address: Optional[str],
+                progress) -> Iterator[tuple[int, list[Result]]]:
+    """(index, results) of every unit as its tasks finish. Joins the cluster at `address`, else starts
+    a local Ray for this call (and shuts it down after)."""
+    try:
+        import ray
+    except ImportError:
+        raise AdvisorError("--engine ray needs Ray: install jax-advisor[ray] (pip install 'jax-advisor[ray]')") \
+            from None
+    started = _start(ray, workers, address, progress)
+    try:
+        tasks = _Tasks(ray)
+        refs = {tasks.submit(unit, job): i for i, unit in enumerate(units)}
+        progress(f"analyzing {len(units)} runs in {tasks.count} Ray tasks (one per host file, and one "
+                 "per run of several hosts to merge them)")
+        pending, done_count = list(refs), 0
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                i = refs[ref]
+                done_count += 1
+                try:
+                    out = ray.get(ref)
+                except ray.exceptions.RayTaskError as err:
+                    if not isinstance(err.cause, ray.exceptions.RayError):
+                        raise err.as_instanceof_cause() from None
+                    out = _lost(units[i], err.cause)     # a task this one waited for was lost
+                except ray.exceptions.RayError as err:   # the worker died, the node was lost
+                    out = _lost(units[i], err)
+                progress(f"analyzed {_label(units[i])} ({done_count}/{len(units)})")
+                yield i, out
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _lost(unit, err: Exception) -> list[Result]:
+    return [RunFailure(_label(unit), f"{_label(unit)}: the Ray task analyzing it failed "
+                       f"({type(err).__name__}); analyze this run alone to see the error")]
+
+
+class _Tasks:
+    """The remote functions, made once per call (Ray exports each function when it is made remote)."""
+
+    def __init__(self, ray):
+        self.run_job = ray.remote(run_job)
+        self.first_host = ray.remote(num_returns=2)(first_host)
+        self.other_host = ray.remote(other_host)
+        self.merge = ray.remote(merge)
+        self.count = 0     # tasks submitted
+
+    def submit(self, unit, job: Job):
+        """The ref of the unit's results. A run under a URL stays one task: its files are fetched together."""
+        if not isinstance(unit, RunFiles) or len(unit.host_files) == 1:
+            self.count += 1
+            return self.run_job.remote(unit, job)
+        self.count += len(unit.host_files) + 1
+        profile, reference = self.first_host.remote(unit, job.steps)
+        # The reference goes in a list so that Ray does not wait for it before starting the task:
+        # each other host is read while the first host (and its HLO) is still being read.
+        parts = [self.other_host.remote(path, [reference], job.steps) for path in unit.host_files[1:]]
+        return self.merge.remote(unit, job, profile, *parts)
+
+
+def first_host(run: RunFiles, steps=None):
+    """(the first host's profile, the HostReference the other hosts need), or (RunFailure, None)
+    when it cannot be read: the run fails, as the default engine says."""
+    from .load.loader import HostReference, load_first_host
+
+    try:
+        profile = load_first_host(run, steps)
+    except AdvisorError as err:
+        return RunFailure(str(run.xplane), str(err)), None
+    return profile, HostReference.of(profile)
+
+
+def other_host(path, boxed_reference: list, steps=None):
+    """Another host file's HostPart; the first host's HostReference is fetched once this file is read."""
+    import ray
+
+    from .load.loader import load_host
+
+    return load_host(path, lambda: ray.get(boxed_reference[0]), steps)
+
+
+def merge(run: RunFiles, job: Job, first: Union[Profile, RunFailure], *parts) -> list[Result]:
+    """The run's hosts merged and the rules run: what run_job gives for a local run."""
+    from .load.loader import merge_hosts
+
+    if isinstance(first, RunFailure):
+        return [first]
+    try:
+        analysis = job.analyze(merge_hosts(first, list(parts)))
+    except AdvisorError as err:
+        return [RunFailure(str(run.xplane), str(err))]
+    return [analysis.to_json() if job.as_json else analysis]
+
+
+def _start(ray, workers: int, address: Optional[str], progress) -> bool:
+    """Whether this call started Ray (joining the cluster at `address`, else a local Ray): then it shuts it down."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if ray.is_initialized():
+        return False
+    if address:
+        _check_reachable(address)
+    quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
+    try:
+        if address:
+            progress(f"joining the Ray cluster at {address}")
+            ray.init(address=address, **quiet)
+        else:
+            progress(f"starting a local Ray with {workers} CPUs")
+            ray.init(num_cpus=workers, **quiet)
+    except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
+        lines = str(err).strip().splitlines()
+        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        raise AdvisorError(f"cannot start or join {where}: {lines[0][:200] if lines else type(err).__name__}") \
+            from None
+    return True
+
+
+def _check_reachable(address: str) -> None:
+    """A Ray cluster's host:port that does not answer is one clear error now, rather than Ray retrying
+    for minutes ("auto" and "local" are Ray's own to resolve)."""
+    import socket
+
+    host_port = address.split("://", 1)[-1].rstrip("/")
+    if address in ("auto", "local") or ":" not in host_port:
+        return
+    host, _, port = host_port.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
+            pass
+    except (OSError, ValueError) as err:
+        raise AdvisorError(f"--ray-address {address}: no Ray cluster answers there ({err}); start one with "
+                           "`ray start --head`, or leave out --ray-address for a local Ray") from None
