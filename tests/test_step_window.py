@@ -102,3 +102,15 @@ def test_api_takes_only_a_slice_of_step_numbers():
     for bad in (slice(0, 10, 2), slice(5, 2), slice("a", "b")):
         with pytest.raises(AdvisorError, match="expects a slice of step numbers"):
             parse_steps_flag(bad, "steps")
+
+
+def test_every_host_of_a_run_takes_the_same_window():
+    from advisor.load.loader import load_run
+
+    (run,) = find_runs(FIXTURES / "parallel" / "two_hosts")
+    whole = load_run(run)
+    numbers = [s.number for s in whole.hosts[0].steps]
+    assert len(whole.hosts) == 2 and len(numbers) >= 2
+    window = load_run(run, slice(numbers[1], numbers[1] + 1))
+    assert [[s.number for s in h.steps] for h in window.hosts] == [[numbers[1]], [numbers[1]]]
+    assert any("as --steps asked" in n for n in window.notes)
