@@ -36,6 +36,11 @@ class ListChunk:
         return iter(self._events[i].stats)
 
 
+def in_window(start: float, window) -> bool:
+    """Whether an event starting at `start` counts in the window of steps (any, when window is None)."""
+    return window is None or window[0] <= start < window[1]
+
+
 def chunks_of(line, plane_ids: dict[str, int]) -> Iterator:
     """The line's events as chunks: the streaming reader's own, or a ProfileData line's as one."""
     if hasattr(line, "chunks"):

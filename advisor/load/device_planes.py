@@ -8,7 +8,7 @@ from typing import Optional
 import numpy as np
 
 from ..model import SMALL_KERNEL_NS, DeviceSummary, Transfer, merge_intervals
-from .columns import chunks_of
+from .columns import chunks_of, in_window
 from .ops import NO_MODULE, OpAccumulator, module_key
 
 _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "MemcpyP2P": "P2P",
@@ -40,22 +40,19 @@ class PlaneEvents:
 
     def summarize(self, window: Optional[tuple[float, float]]) -> DeviceSummary:
         """The plane's DeviceSummary over the window (events that start inside it), or the trace."""
-        def inside(start: float) -> bool:
-            return window is None or window[0] <= start < window[1]
-
         summary = dataclasses.replace(self.summary)
         for start, dur in self.copies:
-            if inside(start):
+            if in_window(start, window):
                 summary.memcpy_count += 1
                 summary.memcpy_ns += dur
         for start, dur in self.kernels:
-            if inside(start):
+            if in_window(start, window):
                 summary.kernel_count += 1
                 summary.kernel_ns += dur
                 if dur < SMALL_KERNEL_NS:
                     summary.small_kernel_count += 1
                     summary.small_kernel_ns += dur
-        summary.busy = merge_intervals((s, s + d) for s, d in self.compute if inside(s))
+        summary.busy = merge_intervals((s, s + d) for s, d in self.compute if in_window(s, window))
         return summary
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 
 from ..model import AllocatorPeak, HostEvent, Transfer
-from .columns import chunks_of, classify
+from .columns import chunks_of, classify, in_window
 from .ops import module_key
 
 # Host thread lines where XLA's CPU runtime executes HLO ops.
@@ -133,7 +133,7 @@ def allocator_peaks(alloc: dict[str, list[int]], events: Optional[list] = None, 
     if window is not None:
         alloc = {}
         for event in events or []:
-            if window[0] <= event[0] < window[1]:
+            if in_window(event[0], window):
                 _fold(alloc, event)
     return [AllocatorPeak(a, v[0], v[1], v[2]) for a, v in sorted(alloc.items())]
 

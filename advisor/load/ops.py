@@ -12,12 +12,6 @@ from .columns import as_spans, merged, self_times
 NO_MODULE = "(no module)"     # device events that no XLA program launched (e.g. TensorFlow kernels)
 
 
-def stat_dict(event, wanted: frozenset) -> dict:
-    if hasattr(event, "stat_dict"):   # the streaming reader reads only the wanted values
-        return event.stat_dict(wanted)
-    return {k: v for k, v in event.stats if k in wanted}
-
-
 def module_key(stats: dict) -> str:
     return f"{stats.get('hlo_module', '?')}({stats.get('program_id', -1)})"
 
@@ -39,6 +33,21 @@ class OpColumns:
 
     def __repr__(self) -> str:
         return f"OpColumns({len(self)} ops)"
+
+
+class Interner(list):
+    """Distinct values in the order first seen; id(value) is a value's index."""
+
+    def __init__(self):
+        super().__init__()
+        self._ids: dict = {}
+
+    def id(self, value) -> int:
+        i = self._ids.get(value)
+        if i is None:
+            i = self._ids[value] = len(self)
+            self.append(value)
+        return i
 
 
 class _Part:
@@ -67,38 +76,23 @@ class OpAccumulator:
     """
 
     def __init__(self):
-        self.names: list[str] = []
-        self._name_ids: dict[str, int] = {}
-        self.places: list[tuple[str, Optional[int], str]] = []
-        self._place_ids: dict[tuple, int] = {}
-        self._place_module: list[int] = []                 # index of each place's module in _modules
-        self._modules: list[str] = []
-        self._module_ids: dict[str, int] = {}
-        self.pairs: list[tuple[str, str]] = []             # (module key, op name) of each op key
-        self._pair_ids: dict[tuple[str, str], int] = {}
+        self.names = Interner()        # op names
+        self.modules = Interner()      # module keys
+        self.places = Interner()       # (module key, run id or None, device) of program executions
+        self._place_module: list[int] = []     # each place's module, as an index into modules
+        self.pairs = Interner()        # (module key, op name) of each op key
         self._parts: list[_Part] = []
         self.device_busy: list[tuple[float, float]] = []   # GPU/TPU: kernel intervals
         self.window: Optional[tuple[float, float]] = None   # set: every figure is over this window
         self._cache: dict = {}
 
     def name_id(self, name: str) -> int:
-        i = self._name_ids.get(name)
-        if i is None:
-            i = self._name_ids[name] = len(self.names)
-            self.names.append(name)
-        return i
+        return self.names.id(name)
 
     def place_id(self, module: str, run_id, device: str) -> int:
-        key = (module, run_id, device)
-        i = self._place_ids.get(key)
-        if i is None:
-            i = self._place_ids[key] = len(self.places)
-            self.places.append(key)
-            m = self._module_ids.get(module)
-            if m is None:
-                m = self._module_ids[module] = len(self._modules)
-                self._modules.append(module)
-            self._place_module.append(m)
+        i = self.places.id((module, run_id, device))
+        if i == len(self._place_module):
+            self._place_module.append(self.modules.id(module))
         return i
 
     def add_line(self, starts: np.ndarray, durs: np.ndarray, places: np.ndarray, names: np.ndarray,
@@ -114,16 +108,9 @@ class OpAccumulator:
         width = len(self.names) + 1
         codes = np.array(self._place_module, dtype=np.int64)[places] * width + names
         uniq, inverse = np.unique(codes, return_inverse=True)
-        key_of = np.array([self._pair_id(self._modules[c // width], self.names[c % width]) for c in uniq.tolist()],
+        key_of = np.array([self.pairs.id((self.modules[c // width], self.names[c % width])) for c in uniq.tolist()],
                           dtype=np.int64)
         self._parts.append(_Part(starts, ends, self_times(starts, ends), key_of[inverse], places, device))
-
-    def _pair_id(self, module: str, op: str) -> int:
-        i = self._pair_ids.get((module, op))
-        if i is None:
-            i = self._pair_ids[(module, op)] = len(self.pairs)
-            self.pairs.append((module, op))
-        return i
 
     def _windowed(self) -> list[_Part]:
         return [p.within(self.window) for p in self._parts]

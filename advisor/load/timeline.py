@@ -10,6 +10,7 @@ import dataclasses
 from typing import Optional
 
 from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
+from .columns import in_window
 from .device_planes import device_plane
 from .host_lines import CPU_EXECUTOR_PREFIXES, allocator_peaks, cpu_op_line, h2d_transfer, host_pass
 from .ops import NO_MODULE, OpAccumulator, OpColumns
@@ -94,22 +95,19 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
         window = (chosen[0].start_ns, chosen[-1].end_ns)
         acc.window = window
 
-    def inside(start: float) -> bool:
-        return window is None or window[0] <= start < window[1]
-
     devices = [r.summarize(window) for r in planes]
     for record, summary in zip(planes, devices):
         acc.device_busy.extend(summary.busy)
         delays = sorted(start - launches[c] for c, start in record.kernel_starts.items()
-                        if c in launches and inside(start))
+                        if c in launches and in_window(start, window))
         summary.launches_matched = len(delays)
         summary.launch_delay_median_ns = delays[len(delays) // 2] if delays else None
     device_waits: dict[str, list[tuple[float, float]]] = {}
     for start, end, device in waits:
-        if inside(start):
+        if in_window(start, window):
             device_waits.setdefault(device, []).append((start, end))
-    transfers = [t for r in planes for t in r.transfers if inside(t.start_ns)]
-    host_events = [e for e in host_events if inside(e.start_ns)]
+    transfers = [t for r in planes for t in r.transfers if in_window(t.start_ns, window)]
+    host_events = [e for e in host_events if in_window(e.start_ns, window)]
     transfers.extend(h2d_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
     host_events.sort(key=lambda e: e.start_ns)
     return Timeline(backend=backend, device_name=device_name, device_stats=device_stats,

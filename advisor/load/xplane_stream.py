@@ -148,10 +148,6 @@ class StreamEvent:
         names = self._stat_names
         return (_stat_tuple(s, names) for s in self._event.stats)
 
-    def stat_dict(self, wanted: frozenset) -> dict:
-        """{name: value} of the stats named in `wanted`: the values of the others are not read."""
-        return _wanted_stats(self._event, self._stat_names, wanted)
-
 
 def _wanted_stats(event, names: dict, wanted: frozenset) -> dict:
     out = {}
