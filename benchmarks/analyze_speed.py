@@ -88,7 +88,7 @@ t0 = time.perf_counter()
 timeline = load_timeline(sys.argv[1])
 done = time.perf_counter()
 print(json.dumps({"s": done - t0, "hwm_mib": _mib("VmHWM"), "base_mib": base,
-                  "ops": sum(len(o) for o in timeline.device_ops.values())}))
+                  "ops": len(timeline.device_ops) if timeline.device_ops is not None else 0}))
 """
 
 # xprof's events database: the XSpace converted to Parquet by xprof's C++ (xspace_to_parquet), then

@@ -29,7 +29,7 @@ def test_window_keeps_the_steps_asked_and_only_their_ops():
     # the step program ran once per step: each of its ops 3 times in 3 steps, 20 in the trace
     assert inside and all(inside[k] * 20 == step[k] * 3 for k in inside)
     lo, hi = window.steps[0].start_ns, window.steps[-1].end_ns
-    for ops in window.device_ops.values():
+    for ops in window.device_ops.columns().values():
         assert lo <= ops.starts.min() and ops.starts.max() < hi
     assert all(lo <= e.start_ns < hi for e in window.host_events)
     assert window.busy and lo <= window.busy[0][0] and window.busy[-1][1] <= hi
@@ -38,7 +38,7 @@ def test_window_keeps_the_steps_asked_and_only_their_ops():
 def test_open_window_is_the_whole_trace():
     whole, window = _timeline(SYNC), _timeline(SYNC, slice(None, None))
     assert window.steps == whole.steps and window.ops == whole.ops and window.busy == whole.busy
-    assert window.device_ops == whole.device_ops and window.host_events == whole.host_events
+    assert window.device_ops.columns() == whole.device_ops.columns() and window.host_events == whole.host_events
 
 
 def test_gpu_window_counts_only_its_kernels_and_copies():

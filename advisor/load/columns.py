@@ -84,24 +84,27 @@ def classify(chunk, fn: Callable[[str], int], cache: dict) -> np.ndarray:
     return values
 
 
-def self_times(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Each event's duration less that of the events directly inside it, for events sorted by
-    start on one thread: an event contains those that start before it ends (as a stack of open
-    events would nest them); the innermost container is the parent."""
+def parents(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For events sorted by start on one thread, each one's parent (or -1): the latest event
+    before it that it starts inside, as a stack of open events would nest them."""
     n = len(starts)
-    own = ends - starts
-    if n < 2:
-        return own.copy()
-    last = np.searchsorted(starts, ends, side="left")    # descendants of i: i+1 .. last[i]-1
-    index = np.arange(n)
-    containers = np.nonzero(last > index + 1)[0]
-    if not len(containers):
-        return own.copy()
     parent = np.full(n, -1, dtype=np.int64)
-    for i in containers.tolist():          # outer first: an inner container overwrites its own
+    if n < 2:
+        return parent
+    last = np.searchsorted(starts, ends, side="left")    # descendants of i: i+1 .. last[i]-1
+    for i in np.nonzero(last > np.arange(n) + 1)[0].tolist():   # outer first: an inner one overwrites
         parent[i + 1:last[i]] = i
+    return parent
+
+
+def self_times(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Each event's duration less that of the events directly inside it (see `parents`)."""
+    own = ends - starts
+    parent = parents(starts, ends)
     child = parent >= 0
-    return own - np.bincount(parent[child], weights=own[child], minlength=n)
+    if not child.any():
+        return own.copy()
+    return own - np.bincount(parent[child], weights=own[child], minlength=len(own))
 
 
 def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -16,14 +16,10 @@ import numpy as np
 from ..categories import categorize
 from ..model import CONTROL_FLOW, AllocatorPeak, DeviceActivity, HloModule, Step
 from .columns import intersect, merged, overlap_in
-from .ops import OpColumns
+from .ops import DeviceOps
 
 TOP_OPS = 12       # ops kept per device, by time: enough to say where a straggler's extra time goes
 _GPU_INDEX = re.compile(r"/device:(?:GPU|TPU):(\d+)$")
-
-
-def _in_steps(spans: tuple[np.ndarray, np.ndarray], steps: list[Step]) -> float:
-    return overlap_in(spans[0], spans[1], [(s.start_ns, s.end_ns) for s in steps])
 
 
 def _order(name: str) -> tuple:
@@ -34,53 +30,48 @@ def _order(name: str) -> tuple:
 _COMPUTE, _COLLECTIVE, _CONTROL = 0, 1, 2
 
 
-def device_activity(host: str, device_ops: dict[str, OpColumns],
+SLICE_OPS = 1 << 18     # ops taken at a time: device activity is summed over slices of the trace's time
+
+
+def device_activity(host: str, device_ops: Optional[DeviceOps],
                     device_waits: dict[str, list[tuple[float, float]]], steps: list[Step],
                     modules: dict[str, HloModule], step_peak: Optional[int],
                     allocators: list[AllocatorPeak]) -> list[DeviceActivity]:
     """One `DeviceActivity` per device that ran ops, in device order; figures per step, or over
-    the whole traced window (`steps` 0) when the trace has no steps."""
-    device_ops = {name: ops for name, ops in device_ops.items() if len(ops)}
+    the whole traced window (`steps` 0) when the trace has no steps.
+
+    The ops are read block by block, twice: once for each device's time per op, once per slice
+    of the trace's time for what overlaps (busy, collectives, waits), each slice with the ops of
+    earlier slices that reach into it, so that memory holds a slice, not the trace."""
+    if device_ops is None:
+        return []
+    role, category = _roles(device_ops.pairs, modules)
+    totals = _Totals(device_ops)
+    if not totals.order:
+        return []
     if not steps:
-        if not device_ops:
-            return []
-        start = min(float(ops.starts[0]) for ops in device_ops.values())
-        end = max(float(ops.ends.max()) for ops in device_ops.values())
-        steps = [Step(number=-1, start_ns=start, end_ns=end, annotated=False)]
+        steps = [Step(number=-1, start_ns=min(totals.first_start[d] for d in totals.order),
+                      end_ns=max(totals.last_end[d] for d in totals.order), annotated=False)]
     count = max(1, len(steps))
     total = sum(s.duration_ns for s in steps)
+    overlap = _Overlap(device_ops, np.array(role, dtype=np.int64), device_waits)
+    for lo, hi in totals.slices():
+        overlap.add_slice(lo, hi, [(max(s.start_ns, lo), min(s.end_ns, hi)) for s in steps
+                                   if s.start_ns < hi and s.end_ns > lo])
     out = []
-    roles = {}     # the devices share one table of (module, op) keys: roles found once per table
-    for name in sorted(device_ops, key=_order):
-        ops = device_ops[name]
-        if id(ops.pairs) not in roles:
-            roles[id(ops.pairs)] = _roles(ops.pairs, modules)
-        role, category = roles[id(ops.pairs)]
-        keys, starts, ends = ops.keys, ops.starts, ops.ends
-        durs = ends - starts
-        busy = merged(starts, ends)
-        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        in_order = np.argsort(first, kind="stable")        # ops in the order the device first ran them
-        key_ns = np.bincount(inverse, weights=durs, minlength=len(uniq))
+    for d in sorted(totals.order, key=lambda d: _order(device_ops.devices[d])):
+        name = device_ops.devices[d]
         by_category: dict[str, float] = {}
         op_ns: dict[str, float] = {}
-        for j in in_order.tolist():
-            k = int(uniq[j])
+        for k in totals.order[d]:
+            ns = float(totals.key_ns[d * len(role) + k])
             if role[k] != _CONTROL:
-                by_category[category[k]] = by_category.get(category[k], 0.0) + float(key_ns[j])
+                by_category[category[k]] = by_category.get(category[k], 0.0) + ns
             if role[k] == _COMPUTE:
-                op = ops.pairs[k][1]
-                op_ns[op] = op_ns.get(op, 0.0) + float(key_ns[j])
-        key_role = np.array([role[int(k)] for k in uniq.tolist()], dtype=np.int64)[inverse]
-        per_collective: dict[str, list[tuple[float, float]]] = {}
-        for i in np.nonzero(key_role == _COLLECTIVE)[0].tolist():
-            per_collective.setdefault(ops.pairs[int(keys[i])][1], []).append((float(starts[i]), float(ends[i])))
-        compute = key_role == _COMPUTE
-        collective = _merged_spans(span for spans in per_collective.values() for span in spans)
-        wait_by_op = _waits_by_collective(device_waits.get(name, []), per_collective)
-        busy_ns, coll_ns = _in_steps(busy, steps), _in_steps(collective, steps)
-        hidden_ns = _in_steps(intersect(collective, merged(starts[compute], ends[compute])), steps)
-        wait_ns = min(coll_ns, _in_steps(_merged_spans(w for ws in wait_by_op.values() for w in ws), steps))
+                op = device_ops.pairs[k][1]
+                op_ns[op] = op_ns.get(op, 0.0) + ns
+        busy_ns, coll_ns, hidden_ns, wait_total = overlap.sums[d]
+        wait_ns = min(coll_ns, wait_total)
         out.append(DeviceActivity(
             name=name, host=host,
             compute_ns=max(0.0, busy_ns - coll_ns) / count,
@@ -89,15 +80,126 @@ def device_activity(host: str, device_ops: dict[str, OpColumns],
             exposed_ns=max(0.0, coll_ns - hidden_ns) / count,
             idle_ns=max(0.0, total - busy_ns) / count,
             step_ns=total / count, steps=count if steps[0].number != -1 else 0,
-            collectives={op: _in_steps(_merged_spans(spans), steps) / count
-                         for op, spans in sorted(per_collective.items())},
-            collective_wait={op: _in_steps(_merged_spans(spans), steps) / count
-                             for op, spans in sorted(wait_by_op.items())},
+            collectives={op: ns / count for op, ns in sorted(overlap.collectives.get(d, {}).items())},
+            collective_wait={op: ns / count for op, ns in sorted(overlap.collective_wait.get(d, {}).items())},
             peak_bytes=_peak(name, step_peak, allocators),
             time_by_category={c: ns / count for c, ns in sorted(by_category.items(), key=lambda kv: -kv[1])},
             top_ops={op: ns / count for op, ns in sorted(op_ns.items(), key=lambda kv: -kv[1])[:TOP_OPS]},
         ))
     return out
+
+
+class _Totals:
+    """First pass: each device's time per op key (keys in the order the device first ran
+    them), its first op's start and latest end, and a sample of op starts to cut slices by."""
+
+    def __init__(self, device_ops: DeviceOps):
+        width = len(device_ops.pairs)
+        self.key_ns = np.zeros(len(device_ops.devices) * width)
+        self.order: dict[int, list[int]] = {}
+        self.first_start: dict[int, float] = {}
+        self.last_end = np.full(len(device_ops.devices), -np.inf)
+        self.count = 0
+        samples, seen = [], set()
+        for device, starts, ends, keys in device_ops.blocks():
+            code = device * width + keys
+            self.key_ns += np.bincount(code, weights=ends - starts, minlength=len(self.key_ns))
+            np.maximum.at(self.last_end, device, ends)
+            uniq, first = np.unique(code, return_index=True)
+            for j in np.argsort(first, kind="stable").tolist():
+                code_j = int(uniq[j])
+                if code_j in seen:
+                    continue
+                seen.add(code_j)
+                d, k = divmod(code_j, width)
+                if d not in self.order:
+                    self.order[d], self.first_start[d] = [], float(starts[first[j]])
+                self.order[d].append(k)
+            self.count += len(starts)
+            samples.append(starts[::_SAMPLE_EVERY])
+        self.samples = np.sort(np.concatenate(samples)) if samples else np.empty(0)
+
+    def slices(self) -> list[tuple[float, float]]:
+        """Slices of time that each hold about SLICE_OPS op starts, covering all time."""
+        pieces = -(-self.count // SLICE_OPS)
+        if pieces <= 1 or not len(self.samples):
+            return [(-np.inf, np.inf)]
+        cuts = np.unique(self.samples[(np.arange(1, pieces) * len(self.samples)) // pieces])
+        edges = [-np.inf, *cuts.tolist(), np.inf]
+        return list(zip(edges[:-1], edges[1:]))
+
+
+_SAMPLE_EVERY = 256
+
+
+class _Overlap:
+    """Second pass, slice by slice: per device, how much of the steps its ops (busy), its
+    collectives, collectives overlapped by compute (hidden) and its waits for peers cover."""
+
+    def __init__(self, device_ops: DeviceOps, role: np.ndarray, device_waits: dict):
+        self.device_ops, self.role = device_ops, role
+        self.sums: dict[int, list[float]] = {}         # device -> [busy, collective, hidden, waits] ns
+        self.collectives: dict[int, dict[str, float]] = {}
+        self.collective_wait: dict[int, dict[str, float]] = {}
+        self._carry: dict[int, tuple] = {}             # device -> ops of earlier slices that end past them
+        self._carry_waits: dict[int, list] = {}        # device -> (start, end, collective) waits that do
+        index = {name: d for d, name in enumerate(device_ops.devices)}
+        self._waits = {}
+        for name, waits in device_waits.items():
+            if name in index and waits:
+                w = np.array(sorted(waits), dtype=np.float64).reshape(-1, 2)
+                self._waits[index[name]] = (w[:, 0], w[:, 1])
+
+    def add_slice(self, lo: float, hi: float, steps: list[tuple[float, float]]) -> None:
+        parts: dict[int, list[tuple]] = {}
+        for device, starts, ends, keys in self.device_ops.blocks((lo, hi) if np.isfinite([lo, hi]).any() else None):
+            if (device == device[0]).all():
+                parts.setdefault(int(device[0]), []).append((starts, ends, keys))
+                continue
+            for d in np.unique(device).tolist():
+                mine = device == d
+                parts.setdefault(d, []).append((starts[mine], ends[mine], keys[mine]))
+        for d in set(parts) | set(self._carry) | set(self._carry_waits):
+            pieces = parts.get(d, [])
+            if d in self._carry:
+                pieces = [self._carry.pop(d), *pieces]
+            starts, ends, keys = ((np.concatenate([p[k] for p in pieces]) if pieces else np.empty(0)) for k in range(3))
+            self._device_slice(d, starts, ends, keys.astype(np.int64), lo, hi, steps)
+
+    def _device_slice(self, d, starts, ends, keys, lo, hi, steps) -> None:
+        sums = self.sums.setdefault(d, [0.0, 0.0, 0.0, 0.0])
+        role = self.role[keys]
+        pairs = self.device_ops.pairs
+        per_collective: dict[str, list[tuple[float, float]]] = {}
+        for i in np.nonzero(role == _COLLECTIVE)[0].tolist():
+            per_collective.setdefault(pairs[int(keys[i])][1], []).append((float(starts[i]), float(ends[i])))
+        compute = role == _COMPUTE
+        collective = _merged_spans(span for spans in per_collective.values() for span in spans)
+        sums[0] += overlap_in(*merged(starts, ends), steps)
+        sums[1] += overlap_in(*collective, steps)
+        sums[2] += overlap_in(*intersect(collective, merged(starts[compute], ends[compute])), steps)
+        mine = self.collectives.setdefault(d, {})
+        for op, spans in per_collective.items():
+            mine[op] = mine.get(op, 0.0) + overlap_in(*_merged_spans(spans), steps)
+        waits = []
+        if d in self._waits:
+            w_starts, w_ends = self._waits[d]
+            a, b = np.searchsorted(w_starts, [lo, hi], side="left")
+            waits = list(zip(w_starts[a:b].tolist(), w_ends[a:b].tolist()))
+        wait_by_op = _waits_by_collective(waits, per_collective)
+        for start, end, op in self._carry_waits.pop(d, []):
+            wait_by_op.setdefault(op, []).append((start, end))
+        if wait_by_op:
+            sums[3] += overlap_in(*_merged_spans(w for ws in wait_by_op.values() for w in ws), steps)
+            mine = self.collective_wait.setdefault(d, {})
+            for op, spans in wait_by_op.items():
+                mine[op] = mine.get(op, 0.0) + overlap_in(*_merged_spans(spans), steps)
+                later = [(s, e, op) for s, e in spans if e > hi]
+                if later:
+                    self._carry_waits.setdefault(d, []).extend(later)
+        reach = ends > hi
+        if reach.any():
+            self._carry[d] = (starts[reach], ends[reach], keys[reach])
 
 
 def _roles(pairs: list[tuple[str, str]], modules: dict[str, HloModule]) -> tuple[list[int], list[str]]:

@@ -173,7 +173,7 @@ def cpu_op_line(line, acc, host_events: list[HostEvent], waits: list[tuple[float
     kinds_cache = caches.setdefault("cpu_kind", {})
     name_cache = caches.setdefault("name_id", {})
     state = _SpanState()
-    parts = []
+    ops_line = acc.line()
     for chunk in chunks_of(line, plane_ids):
         kind = classify(chunk, _cpu_kind, kinds_cache)
         names = chunk.names
@@ -187,15 +187,14 @@ def cpu_op_line(line, acc, host_events: list[HostEvent], waits: list[tuple[float
         ops = sel[places >= 0]
         if len(ops):
             name_ids = classify(chunk, acc.name_id, name_cache)
-            parts.append((chunk.start_ns[ops], chunk.dur_ns[ops], places[places >= 0], name_ids[ops]))
+            ops_line.add(chunk.start_ns[ops], chunk.dur_ns[ops], places[places >= 0], name_ids[ops])
         for i, place in _waits(sel, kind[sel], places, state):
             start = float(chunk.start_ns[i])
             waits.append((start, start + float(chunk.dur_ns[i]), acc.places[place][2]))
         last_kept = np.nonzero(places >= 0)[0]
         if len(last_kept):
             state.here = int(places[last_kept[-1]])
-    if parts:
-        acc.add_line(*(np.concatenate([p[k] for p in parts]) for k in range(4)))
+    ops_line.close()
 
 
 def _places(chunk, sel: np.ndarray, kind: np.ndarray, state: _SpanState, acc) -> np.ndarray:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterator, NamedTuple, Optional
 
 import numpy as np
 
 from ..model import OpStat
-from .columns import as_spans, merged, self_times
+from .columns import as_spans, merged, parents, self_times
+from .op_store import BLOCK_OPS, OpStore
 
 NO_MODULE = "(no module)"     # device events that no XLA program launched (e.g. TensorFlow kernels)
 
@@ -50,20 +51,126 @@ class Interner(list):
         return i
 
 
-class _Part:
-    """One line's ops, sorted by start: start, end and self time (ns), op key, place."""
-    __slots__ = ("starts", "ends", "own", "keys", "places", "device")
+class _Part(NamedTuple):
+    """A block's ops (in the window): start, end and self time (ns), op key, place."""
+    starts: np.ndarray
+    ends: np.ndarray
+    own: np.ndarray
+    keys: np.ndarray
+    places: np.ndarray
+    device: str
 
-    def __init__(self, starts, ends, own, keys, places, device: str):
-        self.starts, self.ends, self.own, self.keys, self.places, self.device = starts, ends, own, keys, places, device
 
-    def within(self, window) -> "_Part":
-        """The ops that start inside window: a slice (views, no copy), the part being sorted by start."""
-        if window is None:
-            return self
-        lo, hi = np.searchsorted(self.starts, window, side="left")
-        return _Part(self.starts[lo:hi], self.ends[lo:hi], self.own[lo:hi], self.keys[lo:hi], self.places[lo:hi],
-                     self.device)
+class LineOps:
+    """One line's ops, added chunk by chunk, into the accumulator's store in blocks sorted by start.
+
+    Self times need each op's children, which may come in later chunks: an op stays open while
+    a later op could start inside it (its end is past the latest start read), and the ops from
+    the first open one on are held back, so that blocks keep the line's order by start. What is
+    held is one op's nesting (a program execution at most), not the line. Profilers write lines
+    sorted by start; a line that is not is gathered whole and sorted at the end (`_gather`).
+    """
+
+    def __init__(self, acc: "OpAccumulator", device: str, line: int):
+        self.acc, self.device, self.line = acc, device, line
+        self.last = -np.inf           # the latest start read
+        self.count = 0                # ops read: the index of the next one
+        self.held: list[list] = []    # [first index, starts, ends, own, keys, places], in order
+        self.open = np.empty(0, dtype=np.int64)       # indices of the open ops, in order
+        self.open_span = (np.empty(0), np.empty(0), np.empty(0))    # their starts, ends, own so far
+        self.ready: list[tuple] = []  # ops done and in order, not yet a block
+        self.ready_n = 0
+        self.whole: Optional[list[tuple]] = None      # a line out of order: all of it, sorted at close
+
+    def add(self, starts: np.ndarray, durs: np.ndarray, places: np.ndarray, names: np.ndarray) -> None:
+        if not len(starts):
+            return
+        keys = self.acc.keys_of(places, names)
+        if np.any(starts[1:] < starts[:-1]):
+            order = np.argsort(starts, kind="stable")
+            starts, durs, places, keys = starts[order], durs[order], places[order], keys[order]
+        ends = starts + durs
+        if self.whole is None and starts[0] < self.last:
+            self._gather()
+        if self.whole is not None:
+            self.whole.append((starts, ends, keys, places))
+            return
+        self._stream(starts, ends, keys, places)
+
+    def _stream(self, starts, ends, keys, places) -> None:
+        n_open, n = len(self.open), len(starts)
+        o_starts, o_ends, o_own = self.open_span
+        s, e = np.concatenate([o_starts, starts]), np.concatenate([o_ends, ends])
+        parent = parents(s, e)[n_open:]       # an op read before can only be the parent of a new one if open
+        durs = ends - starts
+        child = parent >= 0
+        own = np.concatenate([o_own, durs]) - np.bincount(parent[child], weights=durs[child], minlength=n_open + n)
+        index = np.concatenate([self.open, self.count + np.arange(n)])
+        self.held.append([self.count, starts, ends, own[n_open:].copy(), keys, places])
+        self.count += n
+        self.last = float(starts[-1])
+        still = e > self.last
+        self._settle(index[:n_open][~still[:n_open]], own[:n_open][~still[:n_open]])
+        self.open, self.open_span = index[still], (s[still], e[still], own[still])
+        self._release(int(self.open[0]) if len(self.open) else self.count)
+
+    def _settle(self, index: np.ndarray, own: np.ndarray) -> None:
+        """Write the final self time of ops that closed into the held columns."""
+        if not len(index):
+            return
+        firsts = np.array([h[0] for h in self.held])
+        piece = np.searchsorted(firsts, index, side="right") - 1
+        for p in np.unique(piece).tolist():
+            mine = piece == p
+            self.held[p][3][index[mine] - self.held[p][0]] = own[mine]
+
+    def _release(self, upto: int) -> None:
+        """Ops before index `upto` are done: to blocks."""
+        while self.held and self.held[0][0] < upto:
+            first, *columns = self.held[0]
+            take = upto - first
+            if take >= len(columns[0]):
+                self.held.pop(0)
+                self._ready(tuple(columns))
+            else:
+                self._ready(tuple(c[:take] for c in columns))
+                self.held[0] = [upto, *(c[take:] for c in columns)]
+        if self.ready_n >= BLOCK_OPS:
+            self._flush()
+
+    def _ready(self, columns: tuple) -> None:
+        self.ready.append(columns)
+        self.ready_n += len(columns[0])
+
+    def _flush(self) -> None:
+        if self.ready:
+            self.acc.store.add(tuple(np.concatenate([r[k] for r in self.ready]) for k in range(5)),
+                               self.device, self.line)
+            self.ready, self.ready_n = [], 0
+
+    def _gather(self) -> None:
+        """From here on the line is read whole: what it gave so far comes back from the store."""
+        self._settle(self.open, self.open_span[2])
+        self._release(self.count)
+        self._flush()
+        self.whole = [(c[0], c[1], c[3], c[4]) for c in self.acc.store.take_line(self.line)]
+
+    def close(self) -> None:
+        if self.whole is not None:
+            if self.whole:
+                starts, ends, keys, places = (np.concatenate([w[k] for w in self.whole]) for k in range(4))
+                order = np.argsort(starts, kind="stable")
+                starts, ends, keys, places = starts[order], ends[order], keys[order], places[order]
+                own = self_times(starts, ends)
+                for lo in range(0, len(starts), BLOCK_OPS):
+                    self.acc.store.add(tuple(c[lo:lo + BLOCK_OPS] for c in (starts, ends, own, keys, places)),
+                                       self.device, self.line)
+            self.whole = []
+            return
+        self._settle(self.open, self.open_span[2])
+        self.open = np.empty(0, dtype=np.int64)
+        self._release(self.count)
+        self._flush()
 
 
 class OpAccumulator:
@@ -72,16 +179,18 @@ class OpAccumulator:
 
     An op event is (start, duration, place, name): `place` indexes `places`, the (module key,
     run id or None, device) of the program execution it belongs to, and `name` indexes `names`.
-    Each op is kept as five numbers (about 36 bytes), never as an object.
+    Each op is kept as five numbers (40 bytes) in the store's blocks, never as an object, and
+    every aggregate is taken block by block.
     """
 
-    def __init__(self):
+    def __init__(self, store: Optional[OpStore] = None):
         self.names = Interner()        # op names
         self.modules = Interner()      # module keys
         self.places = Interner()       # (module key, run id or None, device) of program executions
         self._place_module: list[int] = []     # each place's module, as an index into modules
         self.pairs = Interner()        # (module key, op name) of each op key
-        self._parts: list[_Part] = []
+        self.store = store if store is not None else OpStore()
+        self._lines = 0
         self.device_busy: list[tuple[float, float]] = []   # GPU/TPU: kernel intervals
         self.window: Optional[tuple[float, float]] = None   # set: every figure is over this window
         self._cache: dict = {}
@@ -95,29 +204,35 @@ class OpAccumulator:
             self._place_module.append(self.modules.id(module))
         return i
 
-    def add_line(self, starts: np.ndarray, durs: np.ndarray, places: np.ndarray, names: np.ndarray,
-                 device: str = "") -> None:
-        """The op events of one line (any order: sorted here, ties kept in line order); `device`
-        names the line's ops in the per-op aggregates ("" on CPU, where the executor threads
-        serve every device, or the GPU/TPU plane)."""
-        if not len(starts):
-            return
-        order = np.argsort(starts, kind="stable")
-        starts, durs, places, names = starts[order], durs[order], places[order], names[order]
-        ends = starts + durs
+    def keys_of(self, places: np.ndarray, names: np.ndarray) -> np.ndarray:
+        """The op key (an index into pairs: module key, op name) of each op."""
         width = len(self.names) + 1
         codes = np.array(self._place_module, dtype=np.int64)[places] * width + names
         uniq, inverse = np.unique(codes, return_inverse=True)
         key_of = np.array([self.pairs.id((self.modules[c // width], self.names[c % width])) for c in uniq.tolist()],
                           dtype=np.int64)
-        self._parts.append(_Part(starts, ends, self_times(starts, ends), key_of[inverse], places, device))
+        return key_of[inverse]
 
-    def _windowed(self) -> list[_Part]:
-        return [p.within(self.window) for p in self._parts]
+    def line(self, device: str = "") -> LineOps:
+        """A line to add ops to chunk by chunk; `device` names the line's ops in the per-op
+        aggregates ("" on CPU, where the executor threads serve every device, or the GPU/TPU plane)."""
+        self._lines += 1
+        return LineOps(self, device, self._lines)
+
+    def add_line(self, starts: np.ndarray, durs: np.ndarray, places: np.ndarray, names: np.ndarray,
+                 device: str = "") -> None:
+        """The op events of one whole line, in any order (sorted here, ties kept in line order)."""
+        line = self.line(device)
+        line.add(starts, durs, places, names)
+        line.close()
+
+    def _windowed(self) -> Iterator[_Part]:
+        for block, (starts, ends, own, keys, places) in self.store.columns(self.window):
+            yield _Part(starts, ends, own, keys, places, block.device)
 
     def _cached(self, name: str, compute):
         """Aggregates are computed once per window (they are read several times)."""
-        key = (name, self.window, len(self._parts))
+        key = (name, self.window, len(self.store.blocks))
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]
@@ -173,31 +288,26 @@ class OpAccumulator:
         return out
 
     @property
-    def device_ops(self) -> dict[str, OpColumns]:
-        """Each device's ops, in the order read, devices in the order they first ran an op."""
-        pieces: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-        for part in self._windowed():
-            if not len(part.starts):
-                continue
-            used, first = np.unique(part.places, return_index=True)
-            by_device: dict[str, list[int]] = {}
-            for place in used[np.argsort(first)].tolist():
-                by_device.setdefault(self.places[place][2], []).append(place)
-            for device, mine in by_device.items():
-                if len(by_device) == 1:
-                    pieces.setdefault(device, []).append((part.starts, part.ends, part.keys))
-                else:
-                    mask = np.isin(part.places, mine)
-                    pieces.setdefault(device, []).append((part.starts[mask], part.ends[mask], part.keys[mask]))
-        return {dev: OpColumns(np.concatenate([p[0] for p in ps]), np.concatenate([p[1] for p in ps]),
-                               np.concatenate([p[2] for p in ps]), self.pairs) for dev, ps in pieces.items()}
+    def device_ops(self) -> "DeviceOps":
+        return DeviceOps(self)
 
     def op_intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, ends) of every op read (in the window), on every device."""
-        parts = self._windowed()
+        """(starts, ends) of every op read (in the window), on every device: all in memory, for
+        traces whose ops carry no run ids (busy_spans)."""
+        parts = list(self._windowed())
         if not parts:
             return np.empty(0), np.empty(0)
         return np.concatenate([p.starts for p in parts]), np.concatenate([p.ends for p in parts])
+
+    def last_end_after(self, marks: np.ndarray) -> np.ndarray:
+        """For each of the sorted times `marks`, the latest end of the ops that start at or after
+        it and before the next one (-inf where none does)."""
+        out = np.full(len(marks), -np.inf)
+        for part in self._windowed():
+            period = np.searchsorted(marks, part.starts, side="right") - 1
+            inside = period >= 0
+            np.maximum.at(out, period[inside], part.ends[inside])
+        return out
 
     def busy_spans(self) -> list[tuple[float, float]]:
         """When the device was executing: program executions on CPU, op intervals on devices."""
@@ -231,3 +341,44 @@ def clip_spans(spans, window) -> list[tuple[float, float]]:
         return list(spans)
     lo, hi = window
     return [(max(s, lo), min(e, hi)) for s, e in spans if s < hi and e > lo]
+
+
+class DeviceOps:
+    """The ops each device ran (in the window), read block by block from the store: devices are
+    the `device` of each op's place."""
+
+    def __init__(self, acc: OpAccumulator):
+        self.store, self.window, self.pairs = acc.store, acc.window, acc.pairs
+        devices = Interner()
+        self.place_device = np.array([devices.id(device) for _, _, device in acc.places], dtype=np.int64)
+        self.devices: list[str] = list(devices)
+
+    def blocks(self, window: Optional[tuple[float, float]] = None) -> Iterator[tuple[np.ndarray, ...]]:
+        """(device index, start, end, op key) of each op, block by block; within `window` too."""
+        if window is not None and self.window is not None:
+            window = (max(window[0], self.window[0]), min(window[1], self.window[1]))
+        for _, (starts, ends, _, keys, places) in self.store.columns(window if window is not None else self.window):
+            if len(starts):
+                yield self.place_device[places], starts, ends, keys
+
+    def columns(self) -> dict[str, OpColumns]:
+        """Each device's ops as columns in memory, in the order read, devices in the order they
+        first ran an op (for tests and small traces)."""
+        pieces: dict[int, list[tuple]] = {}
+        for device, starts, ends, keys in self.blocks():
+            used, first = np.unique(device, return_index=True)
+            for d in used[np.argsort(first)].tolist():
+                mine = device == d
+                pieces.setdefault(d, []).append((starts[mine], ends[mine], keys[mine]))
+        return {self.devices[d]: OpColumns(*(np.concatenate([p[k] for p in ps]) for k in range(3)), self.pairs)
+                for d, ps in pieces.items()}
+
+    def __len__(self) -> int:
+        return sum(len(starts) for _, starts, _, _ in self.blocks())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, DeviceOps) and self.columns() == other.columns()
+
+    def __repr__(self) -> str:
+        return f"DeviceOps({len(self)} ops on {len(self.devices)} devices)"
+

@@ -17,14 +17,15 @@ def _steps_from_runs(runs: list[tuple[float, float]]) -> list[Step]:
     return steps
 
 
-def steps_from(marks, op_intervals, runs: list[tuple[float, float]]) -> list[Step]:
+def steps_from(marks, last_end_after, runs: list[tuple[float, float]]) -> list[Step]:
     """Steps from `StepTraceAnnotation` events, as a sequence of back-to-back periods.
 
     When the step program ran once per annotated step, step i ends at the latest of: its
     execution's end (dispatch is asynchronous, so a step's ops may run after the next
     annotation began), its annotation's end, and the next annotation's start (host time
     between steps belongs to the step before). Otherwise each step is extended to the end
-    of the ops that started inside it (op_intervals() gives every op's (starts, ends)).
+    of the ops that started inside it (last_end_after(times) gives, for each of the sorted
+    times, the latest end of the ops that start from it to the next).
     """
     if not marks:
         return _steps_from_runs(runs)
@@ -35,13 +36,6 @@ def steps_from(marks, op_intervals, runs: list[tuple[float, float]]) -> list[Ste
             steps.append(Step(number=num, start_ns=begin, end_ns=end))
             begin = end
         return steps
-    starts, ends = op_intervals()
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    steps = []
-    for i, (start, end, num) in enumerate(marks):
-        limit = marks[i + 1][0] if i + 1 < len(marks) else float("inf")
-        lo, hi = np.searchsorted(starts, start, side="left"), np.searchsorted(starts, limit, side="left")
-        last_op_end = float(ends[lo:hi].max()) if hi > lo else end
-        steps.append(Step(number=num, start_ns=start, end_ns=max(end, last_op_end)))
-    return steps
+    last_ends = last_end_after(np.array([start for start, _, _ in marks], dtype=np.float64))
+    return [Step(number=num, start_ns=start, end_ns=max(end, float(last)))
+            for (start, end, num), last in zip(marks, last_ends.tolist())]

@@ -13,7 +13,7 @@ from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Trans
 from .columns import in_window
 from .device_planes import device_plane
 from .host_lines import CPU_EXECUTOR_PREFIXES, allocator_peaks, cpu_op_line, h2d_transfer, host_pass
-from .ops import NO_MODULE, OpAccumulator, OpColumns
+from .ops import NO_MODULE, DeviceOps, OpAccumulator
 from .steps import steps_from
 
 __all__ = ["NO_MODULE", "Timeline", "read_timeline"]
@@ -33,8 +33,8 @@ class Timeline:
     transfers: list[Transfer] = dataclasses.field(default_factory=list)
     devices: list[DeviceSummary] = dataclasses.field(default_factory=list)
     allocators: list[AllocatorPeak] = dataclasses.field(default_factory=list)
-    # device -> the ops it ran (start, end, module key, op: as columns); device -> (start, end) waiting for peers
-    device_ops: dict[str, OpColumns] = dataclasses.field(default_factory=dict)
+    # the ops each device ran, block by block; device -> (start, end) waiting for peers
+    device_ops: Optional[DeviceOps] = None
     device_waits: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
     steps_of_trace: int = 0                          # steps in the whole trace
     step_window: Optional[tuple[int, int]] = None    # (first, last) step number analyzed, when a window was asked
@@ -80,7 +80,7 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
     alloc_events = [] if steps is not None else None     # kept only to take peaks over a window
     if host is not None:
         marks, alloc = host_pass(host, host_events, launches if active else None, alloc_events)
-        all_steps = steps_from(marks, acc.op_intervals, acc.step_runs())
+        all_steps = steps_from(marks, acc.last_end_after, acc.step_runs())
     window, chosen = None, all_steps
     if steps is not None:
         chosen = [s for s in all_steps if (steps.start is None or s.number >= steps.start)

@@ -236,7 +236,21 @@ class StreamLine:
         buf = self._plane._buf
         if self._end - self._events_at <= _CHUNK:
             return [_chunk(buf, self._events_at, self._end)] if self._end > self._events_at else []
-        return (_chunk(buf, s, e) for s, e in self._walk()[0])
+        return (_chunk(buf, s, e) for s, e in self._runs())
+
+    def _runs(self) -> Iterator[tuple[int, int]]:
+        """The runs of whole event fields, found as they are parsed: walking the whole line
+        first would bring all of its pages into memory at once."""
+        buf, end = self._plane._buf, self._end
+        pos = self._events_at
+        while pos < end:
+            if buf[pos] == _EVENT_TAG:
+                run_end = _event_run(buf, pos, end)
+                if run_end > pos:
+                    yield pos, run_end
+                    pos = run_end
+                    continue
+            pos = next(_fields(buf, pos, end))[4]
 
     @property
     def events(self) -> Iterator[StreamEvent]:

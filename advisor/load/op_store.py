@@ -1,0 +1,115 @@
+"""Every op read, as columns in blocks: in memory up to a budget, then in a temporary file.
+
+A trace of any size holds more ops than memory should: a 10 GB trace has about 60 million.
+The aggregates over them (per-op totals, program executions, device activity per step) are
+taken block by block, so only the blocks at hand are in memory. The file is unlinked from the
+start (`tempfile.TemporaryFile`): it goes away with the process, whatever ends it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import deque
+from typing import Iterator, Optional
+
+import numpy as np
+
+# start, end and self time (ns); op key (an index into the accumulator's pairs); place (program
+# execution on a device, an index into its places)
+COLUMNS = (np.float64, np.float64, np.float64, np.int64, np.int64)
+OP_BYTES = sum(np.dtype(t).itemsize for t in COLUMNS)
+BLOCK_OPS = 1 << 16                 # ops a line gathers before they become a block
+MEMORY_BUDGET = 16 << 20            # bytes of op columns kept in memory; the oldest blocks beyond go to disk
+
+
+class Block:
+    """One line's ops over a stretch of its time, sorted by start."""
+    __slots__ = ("device", "line", "n", "first", "last", "end", "data", "offset")
+
+    def __init__(self, columns: tuple, device: str, line: int):
+        self.device, self.line, self.n = device, line, len(columns[0])
+        self.first, self.last = float(columns[0][0]), float(columns[0][-1])     # earliest and latest start
+        self.end = float(columns[1].max())
+        self.data: Optional[tuple] = columns          # None once it is on disk, at offset
+        self.offset = -1
+
+
+class OpStore:
+    def __init__(self, budget: Optional[int] = None):
+        self.blocks: list[Block] = []
+        self.budget = MEMORY_BUDGET if budget is None else budget
+        self._file = None
+        self._in_memory: deque[Block] = deque()
+        self._held = 0
+
+    def __len__(self) -> int:
+        return sum(b.n for b in self.blocks)
+
+    @property
+    def spilled_bytes(self) -> int:
+        return sum(b.n for b in self.blocks if b.data is None) * OP_BYTES
+
+    def add(self, columns: tuple, device: str, line: int) -> None:
+        """A line's ops (columns in the order of COLUMNS, sorted by start)."""
+        if not len(columns[0]):
+            return
+        block = Block(tuple(np.ascontiguousarray(c, dtype=t) for c, t in zip(columns, COLUMNS)), device, line)
+        self.blocks.append(block)
+        self._in_memory.append(block)
+        self._held += block.n * OP_BYTES
+        while self._held > self.budget and self._in_memory:
+            self._spill(self._in_memory.popleft())
+
+    def _spill(self, block: Block) -> None:
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="advisor-ops-")
+            self._file.seek(0, 2)
+            offset = self._file.tell()
+            for column in block.data:
+                self._file.write(memoryview(column).cast("B"))
+        except OSError:         # no room on disk: keep the ops in memory rather than fail
+            self.budget = float("inf")
+            return
+        block.offset, block.data = offset, None
+        self._held -= block.n * OP_BYTES
+
+    def read(self, block: Block) -> tuple:
+        if block.data is not None:
+            return block.data
+        self._file.seek(block.offset)
+        out = []
+        for dtype in COLUMNS:
+            column = np.empty(block.n, dtype=dtype)
+            self._file.readinto(memoryview(column).cast("B"))
+            out.append(column)
+        return tuple(out)
+
+    def columns(self, window: Optional[tuple[float, float]] = None) -> Iterator[tuple[Block, tuple]]:
+        """Each block's columns in the order added: within window, only its ops that start in it."""
+        for block in self.blocks:
+            if window is not None and (block.last < window[0] or block.first >= window[1]):
+                continue
+            columns = self.read(block)
+            if window is not None and (block.first < window[0] or block.last >= window[1]):
+                lo, hi = np.searchsorted(columns[0], window, side="left")
+                columns = tuple(c[lo:hi] for c in columns)
+            yield block, columns
+
+    def take_line(self, line: int) -> list[tuple]:
+        """The blocks of a line, removed from the store (a line read again as a whole)."""
+        mine = [b for b in self.blocks if b.line == line]
+        if not mine:
+            return []
+        out = [self.read(b) for b in mine]
+        self.blocks = [b for b in self.blocks if b.line != line]
+        for b in mine:
+            if b.data is not None:
+                self._in_memory.remove(b)
+                self._held -= b.n * OP_BYTES
+        return out
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

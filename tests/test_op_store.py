@@ -1,0 +1,91 @@
+"""Ops added chunk by chunk, kept in blocks that go to disk past a budget: the same self times,
+totals and columns as a line read whole, whatever the chunking, order or budget."""
+
+import numpy as np
+import pytest
+
+from advisor.load import ops as ops_module
+from advisor.load.columns import self_times
+from advisor.load.op_store import OpStore
+from advisor.load.ops import OpAccumulator
+
+
+def _nested_line(rng, n):
+    """n events of one thread, sorted by start: a stack of open events, children inside parents,
+    some ending at their parent's end or at the same start as it."""
+    starts, ends, stack, t = [], [], [], 0.0
+    while len(starts) < n:
+        while stack and (rng.random() < 0.4 or t >= stack[-1]):
+            t = max(t, stack.pop())
+        start = t + float(rng.integers(0, 3))
+        limit = stack[-1] if stack else start + 1000.0
+        if start >= limit:
+            t = limit
+            continue
+        end = min(limit, start + float(rng.integers(0, 400)))
+        starts.append(start)
+        ends.append(end)
+        if end > start and rng.random() < 0.5:
+            stack.append(end)
+            t = start
+        else:
+            t = end
+    return np.array(starts), np.array(ends)
+
+
+def _accumulate(starts, ends, cuts, budget, places=None, ids=None):
+    acc = OpAccumulator(OpStore(budget=budget))
+    acc.place_id("m(1)", 0, "cpu:0")
+    acc.place_id("m(1)", 1, "cpu:1")
+    ids = np.arange(len(starts)) if ids is None else ids      # an event's name follows it when reordered
+    names = np.array([acc.name_id(f"op{i % 7}") for i in ids.tolist()], dtype=np.int64)
+    places = np.zeros(len(starts), dtype=np.int64) if places is None else places
+    line = acc.line()
+    for lo, hi in zip([0, *cuts], [*cuts, len(starts)]):
+        line.add(starts[lo:hi], ends[lo:hi] - starts[lo:hi], places[lo:hi], names[lo:hi])
+    line.close()
+    return acc
+
+
+def _own(acc):
+    return np.concatenate([c[2] for _, c in acc.store.columns()])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_chunked_line_gives_the_self_times_of_the_whole_line(seed, monkeypatch):
+    monkeypatch.setattr(ops_module, "BLOCK_OPS", 64)
+    rng = np.random.default_rng(seed)
+    starts, ends = _nested_line(rng, 3000)
+    places = rng.integers(0, 2, len(starts))
+    whole = _accumulate(starts, ends, [], budget=1 << 30, places=places)
+    cuts = sorted(set(rng.integers(1, len(starts), 40).tolist()))
+    chunked = _accumulate(starts, ends, cuts, budget=0, places=places)
+    assert np.allclose(_own(whole), self_times(starts, ends))
+    assert np.allclose(_own(chunked), _own(whole))
+    assert chunked.stats() == whole.stats() and chunked.runs == whole.runs
+    assert chunked.device_ops.columns() == whole.device_ops.columns()
+    assert chunked.store.spilled_bytes > 0 and len(chunked.store.blocks) > 1
+
+
+def test_a_line_out_of_order_across_chunks_is_read_whole_and_sorted(monkeypatch):
+    monkeypatch.setattr(ops_module, "BLOCK_OPS", 64)
+    starts, ends = _nested_line(np.random.default_rng(7), 2000)
+    order = np.r_[1000:2000, 0:1000]               # the second half of the line comes first
+    chunked = _accumulate(starts[order], ends[order], list(range(100, 2000, 100)), budget=0, ids=order)
+    whole = _accumulate(starts, ends, [], budget=1 << 30)
+    assert np.allclose(_own(chunked), self_times(starts, ends))
+    assert chunked.stats() == whole.stats()
+    assert chunked.device_ops.columns() == whole.device_ops.columns()
+
+
+def test_store_reads_spilled_blocks_back_and_windows_them():
+    store = OpStore(budget=0)
+    starts = np.arange(10.0)
+    store.add((starts, starts + 0.5, np.full(10, 0.5), np.arange(10), np.zeros(10, dtype=np.int64)), "", 1)
+    store.add((starts + 10, starts + 10.5, np.full(10, 0.5), np.arange(10), np.ones(10, dtype=np.int64)), "", 2)
+    assert store.spilled_bytes == 20 * 40 and all(b.data is None for b in store.blocks)
+    (_, got), = list(store.columns((3.0, 7.0)))
+    assert got[0].tolist() == [3.0, 4.0, 5.0, 6.0] and got[3].tolist() == [3, 4, 5, 6]
+    (line2,) = store.take_line(2)
+    assert line2[0].tolist() == (starts + 10).tolist() and len(store.blocks) == 1
+    store.close()
