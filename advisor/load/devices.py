@@ -33,8 +33,7 @@ _COMPUTE, _COLLECTIVE, _CONTROL = 0, 1, 2
 SLICE_OPS = 1 << 18     # ops taken at a time: device activity is summed over slices of the trace's time
 
 
-def device_activity(host: str, device_ops: Optional[DeviceOps],
-                    device_waits: dict[str, list[tuple[float, float]]], steps: list[Step],
+def device_activity(host: str, device_ops: Optional[DeviceOps], steps: list[Step],
                     modules: dict[str, HloModule], step_peak: Optional[int],
                     allocators: list[AllocatorPeak]) -> list[DeviceActivity]:
     """One `DeviceActivity` per device that ran ops, in device order; figures per step, or over
@@ -54,7 +53,7 @@ def device_activity(host: str, device_ops: Optional[DeviceOps],
                       end_ns=max(totals.last_end[d] for d in totals.order), annotated=False)]
     count = max(1, len(steps))
     total = sum(s.duration_ns for s in steps)
-    overlap = _Overlap(device_ops, np.array(role, dtype=np.int64), device_waits)
+    overlap = _Overlap(device_ops, np.array(role, dtype=np.int64))
     for lo, hi in totals.slices():
         overlap.add_slice(lo, hi, [(max(s.start_ns, lo), min(s.end_ns, hi)) for s in steps
                                    if s.start_ns < hi and s.end_ns > lo])
@@ -136,22 +135,21 @@ class _Overlap:
     """Second pass, slice by slice: per device, how much of the steps its ops (busy), its
     collectives, collectives overlapped by compute (hidden) and its waits for peers cover."""
 
-    def __init__(self, device_ops: DeviceOps, role: np.ndarray, device_waits: dict):
+    def __init__(self, device_ops: DeviceOps, role: np.ndarray):
         self.device_ops, self.role = device_ops, role
         self.sums: dict[int, list[float]] = {}         # device -> [busy, collective, hidden, waits] ns
         self.collectives: dict[int, dict[str, float]] = {}
         self.collective_wait: dict[int, dict[str, float]] = {}
         self._carry: dict[int, tuple] = {}             # device -> ops of earlier slices that end past them
         self._carry_waits: dict[int, list] = {}        # device -> (start, end, collective) waits that do
-        index = {name: d for d, name in enumerate(device_ops.devices)}
-        self._waits = {}
-        for name, waits in device_waits.items():
-            if name in index and waits:
-                w = np.array(sorted(waits), dtype=np.float64).reshape(-1, 2)
-                self._waits[index[name]] = (w[:, 0], w[:, 1])
 
     def add_slice(self, lo: float, hi: float, steps: list[tuple[float, float]]) -> None:
         parts: dict[int, list[tuple]] = {}
+        waits: dict[int, list[tuple]] = {}
+        for device, starts, ends in self.device_ops.waits((lo, hi)):
+            for d in np.unique(device).tolist():
+                mine = device == d
+                waits.setdefault(d, []).append((starts[mine], ends[mine]))
         for device, starts, ends, keys in self.device_ops.blocks((lo, hi) if np.isfinite([lo, hi]).any() else None):
             if (device == device[0]).all():
                 parts.setdefault(int(device[0]), []).append((starts, ends, keys))
@@ -159,14 +157,14 @@ class _Overlap:
             for d in np.unique(device).tolist():
                 mine = device == d
                 parts.setdefault(d, []).append((starts[mine], ends[mine], keys[mine]))
-        for d in set(parts) | set(self._carry) | set(self._carry_waits):
+        for d in set(parts) | set(waits) | set(self._carry) | set(self._carry_waits):
             pieces = parts.get(d, [])
             if d in self._carry:
                 pieces = [self._carry.pop(d), *pieces]
             starts, ends, keys = ((np.concatenate([p[k] for p in pieces]) if pieces else np.empty(0)) for k in range(3))
-            self._device_slice(d, starts, ends, keys.astype(np.int64), lo, hi, steps)
+            self._device_slice(d, starts, ends, keys.astype(np.int64), hi, steps, waits.get(d, []))
 
-    def _device_slice(self, d, starts, ends, keys, lo, hi, steps) -> None:
+    def _device_slice(self, d, starts, ends, keys, hi, steps, wait_pieces) -> None:
         sums = self.sums.setdefault(d, [0.0, 0.0, 0.0, 0.0])
         role = self.role[keys]
         pairs = self.device_ops.pairs
@@ -181,11 +179,7 @@ class _Overlap:
         mine = self.collectives.setdefault(d, {})
         for op, spans in per_collective.items():
             mine[op] = mine.get(op, 0.0) + overlap_in(*_merged_spans(spans), steps)
-        waits = []
-        if d in self._waits:
-            w_starts, w_ends = self._waits[d]
-            a, b = np.searchsorted(w_starts, [lo, hi], side="left")
-            waits = list(zip(w_starts[a:b].tolist(), w_ends[a:b].tolist()))
+        waits = sorted((s, e) for w_starts, w_ends in wait_pieces for s, e in zip(w_starts.tolist(), w_ends.tolist()))
         wait_by_op = _waits_by_collective(waits, per_collective)
         for start, end, op in self._carry_waits.pop(d, []):
             wait_by_op.setdefault(op, []).append((start, end))

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..model import AllocatorPeak, HostEvent, Transfer
 from .columns import chunks_of, classify, in_window
+from .op_store import BLOCK_OPS
 from .ops import module_key
 
 # Host thread lines where XLA's CPU runtime executes HLO ops.
@@ -157,8 +158,7 @@ class _SpanState:
         self.span_end, self.span, self.here = -1.0, -1, -1    # span, here: place ids (-1: none)
 
 
-def cpu_op_line(line, acc, host_events: list[HostEvent], waits: list[tuple[float, float, str]],
-                plane_ids: dict[str, int], caches: dict) -> None:
+def cpu_op_line(line, acc, host_events: list[HostEvent], plane_ids: dict[str, int], caches: dict) -> None:
     """The op events of one XLA CPU executor thread into `acc`, each with the device that ran it.
 
     Every op runs inside a `ThunkExecutor::Execute` span of one program execution on one
@@ -168,12 +168,13 @@ def cpu_op_line(line, acc, host_events: list[HostEvent], waits: list[tuple[float
     parse. The threads serve every simulated device in turn: the
     `device_ordinal` stat says which. Inside a collective, XLA's rendezvous records
     `Wait: pending_threads=k/N` while the device waits for its peers to arrive: those spans go
-    to `waits` as (start, end, device).
+    to `acc.add_waits`, with the place of the op they wait in.
     """
     kinds_cache = caches.setdefault("cpu_kind", {})
     name_cache = caches.setdefault("name_id", {})
     state = _SpanState()
     ops_line = acc.line()
+    waits = []
     for chunk in chunks_of(line, plane_ids):
         kind = classify(chunk, _cpu_kind, kinds_cache)
         names = chunk.names
@@ -188,12 +189,17 @@ def cpu_op_line(line, acc, host_events: list[HostEvent], waits: list[tuple[float
         if len(ops):
             name_ids = classify(chunk, acc.name_id, name_cache)
             ops_line.add(chunk.start_ns[ops], chunk.dur_ns[ops], places[places >= 0], name_ids[ops])
-        for i, place in _waits(sel, kind[sel], places, state):
-            start = float(chunk.start_ns[i])
-            waits.append((start, start + float(chunk.dur_ns[i]), acc.places[place][2]))
+        at, where = _waits(sel, kind[sel], places, state)
+        if len(at):
+            waits.append((chunk.start_ns[at], chunk.dur_ns[at], where))
+            if sum(len(w[0]) for w in waits) >= BLOCK_OPS:
+                acc.add_waits(*(np.concatenate([w[k] for w in waits]) for k in range(3)))
+                waits = []
         last_kept = np.nonzero(places >= 0)[0]
         if len(last_kept):
             state.here = int(places[last_kept[-1]])
+    if waits:
+        acc.add_waits(*(np.concatenate([w[k] for w in waits]) for k in range(3)))
     ops_line.close()
 
 
@@ -249,14 +255,12 @@ def _read_place(chunk, i: int, acc) -> int:
 
 
 def _waits(sel: np.ndarray, kind: np.ndarray, places: np.ndarray, state: _SpanState):
-    """(event index, place of the last kept op before it) of each wait for peers."""
+    """(event indices, places) of the waits for peers: each in the place of the last kept op
+    before it (or the chunk before's)."""
     at = np.nonzero(kind == _WAIT)[0]
     if not len(at):
-        return []
-    last = np.maximum.accumulate(np.where(places >= 0, np.arange(len(sel)), -1))
-    out = []
-    for j in at.tolist():
-        place = int(places[last[j]]) if last[j] >= 0 else state.here
-        if place >= 0:
-            out.append((int(sel[j]), place))
-    return out
+        return at, at
+    last = np.maximum.accumulate(np.where(places >= 0, np.arange(len(sel)), -1))[at]
+    where = np.where(last >= 0, places[np.maximum(last, 0)], state.here)
+    keep = where >= 0
+    return sel[at[keep]], where[keep]

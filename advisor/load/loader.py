@@ -110,7 +110,7 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
             warnings.append(f"{err}: its live-at-save table is left out")
     step_peak = memory.peak_bytes if memory else None
     hosts = [Host(name=host_name(run.xplane), path=str(run.xplane), steps=timeline.steps,
-                  devices=device_activity(host_name(run.xplane), timeline.device_ops, timeline.device_waits,
+                  devices=device_activity(host_name(run.xplane), timeline.device_ops,
                                           timeline.steps, modules, step_peak, timeline.allocators),
                   compile_ns=_compile_in_steps(timeline))]
     return Profile(
@@ -204,7 +204,7 @@ def load_host(path: Path, reference: Callable[[], Optional[HostReference]],
     keys = {op.module for op in timeline.ops}      # the same programs may have other ids on this host
     host_modules = {**{k: by_name[split_key(k)[0]] for k in keys if split_key(k)[0] in by_name}, **first.modules}
     return HostPart(Host(name=name, path=str(path), steps=timeline.steps,
-                         devices=device_activity(name, timeline.device_ops, timeline.device_waits, timeline.steps,
+                         devices=device_activity(name, timeline.device_ops, timeline.steps,
                                                  host_modules, first.step_peak, timeline.allocators),
                          compile_ns=_compile_in_steps(timeline)), warnings)
 

@@ -190,6 +190,7 @@ class OpAccumulator:
         self._place_module: list[int] = []     # each place's module, as an index into modules
         self.pairs = Interner()        # (module key, op name) of each op key
         self.store = store if store is not None else OpStore()
+        self.waits = OpStore()         # waits for peers (CPU collectives): start, end, place
         self._lines = 0
         self.device_busy: list[tuple[float, float]] = []   # GPU/TPU: kernel intervals
         self.window: Optional[tuple[float, float]] = None   # set: every figure is over this window
@@ -212,6 +213,13 @@ class OpAccumulator:
         key_of = np.array([self.pairs.id((self.modules[c // width], self.names[c % width])) for c in uniq.tolist()],
                           dtype=np.int64)
         return key_of[inverse]
+
+    def add_waits(self, starts: np.ndarray, durs: np.ndarray, places: np.ndarray) -> None:
+        """Waits for peers inside collectives, each in the place (execution, device) it waited in."""
+        order = np.argsort(starts, kind="stable")
+        starts, places = starts[order], places[order]
+        zeros = np.zeros(len(starts))
+        self.waits.add((starts, starts + durs[order], zeros, zeros.astype(np.int64), places), "", 0)
 
     def line(self, device: str = "") -> LineOps:
         """A line to add ops to chunk by chunk; `device` names the line's ops in the per-op
@@ -348,7 +356,7 @@ class DeviceOps:
     the `device` of each op's place."""
 
     def __init__(self, acc: OpAccumulator):
-        self.store, self.window, self.pairs = acc.store, acc.window, acc.pairs
+        self.store, self.wait_store, self.window, self.pairs = acc.store, acc.waits, acc.window, acc.pairs
         devices = Interner()
         self.place_device = np.array([devices.id(device) for _, _, device in acc.places], dtype=np.int64)
         self.devices: list[str] = list(devices)
@@ -360,6 +368,14 @@ class DeviceOps:
         for _, (starts, ends, _, keys, places) in self.store.columns(window if window is not None else self.window):
             if len(starts):
                 yield self.place_device[places], starts, ends, keys
+
+    def waits(self, window: tuple[float, float]) -> Iterator[tuple[np.ndarray, ...]]:
+        """(device index, start, end) of each wait for peers that starts in window (and the steps')."""
+        if self.window is not None:
+            window = (max(window[0], self.window[0]), min(window[1], self.window[1]))
+        for _, (starts, ends, _, _, places) in self.wait_store.columns(window):
+            if len(starts):
+                yield self.place_device[places], starts, ends
 
     def columns(self) -> dict[str, OpColumns]:
         """Each device's ops as columns in memory, in the order read, devices in the order they

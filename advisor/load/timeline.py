@@ -33,9 +33,7 @@ class Timeline:
     transfers: list[Transfer] = dataclasses.field(default_factory=list)
     devices: list[DeviceSummary] = dataclasses.field(default_factory=list)
     allocators: list[AllocatorPeak] = dataclasses.field(default_factory=list)
-    # the ops each device ran, block by block; device -> (start, end) waiting for peers
-    device_ops: Optional[DeviceOps] = None
-    device_waits: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
+    device_ops: Optional[DeviceOps] = None          # the ops each device ran, and its waits for peers
     steps_of_trace: int = 0                          # steps in the whole trace
     step_window: Optional[tuple[int, int]] = None    # (first, last) step number analyzed, when a window was asked
 
@@ -57,7 +55,6 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
     meta = profile_data.find_plane_with_name("/host:metadata")
     host_stats = dict(meta.stats) if meta is not None else {}
     host_events: list[HostEvent] = []
-    waits: list[tuple[float, float, str]] = []
 
     backend, device_name, device_stats = "cpu", "", {}
     planes = [device_plane(p, acc) for p in device_planes]
@@ -72,7 +69,7 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
         caches: dict = {}
         for line in host.lines:
             if line.name.startswith(CPU_EXECUTOR_PREFIXES):
-                cpu_op_line(line, acc, host_events, waits, plane_ids, caches)
+                cpu_op_line(line, acc, host_events, plane_ids, caches)
         if "cpu_version" not in host_stats and not acc.places:
             backend = "unknown"
 
@@ -102,10 +99,6 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
                         if c in launches and in_window(start, window))
         summary.launches_matched = len(delays)
         summary.launch_delay_median_ns = delays[len(delays) // 2] if delays else None
-    device_waits: dict[str, list[tuple[float, float]]] = {}
-    for start, end, device in waits:
-        if in_window(start, window):
-            device_waits.setdefault(device, []).append((start, end))
     transfers = [t for r in planes for t in r.transfers if in_window(t.start_ns, window)]
     host_events = [e for e in host_events if in_window(e.start_ns, window)]
     transfers.extend(h2d_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
@@ -115,7 +108,7 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
                     busy=merge_intervals(acc.busy_spans()),
                     host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns),
                     devices=devices, allocators=allocator_peaks(alloc, alloc_events, window), device_ops=acc.device_ops,
-                    device_waits=device_waits, steps_of_trace=len(all_steps),
+                    steps_of_trace=len(all_steps),
                     step_window=(chosen[0].number, chosen[-1].number) if steps is not None else None)
 
 
