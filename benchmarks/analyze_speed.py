@@ -4,8 +4,9 @@ Records the tiny Transformer for as many steps as each size needs (CPU traces, w
 benchmarks/out/, not committed); sizes above --max-record-mb are made by concatenating the
 largest recorded trace's bytes (protobuf reads the copies as one XSpace with its planes
 repeated; advisor, like ProfileData, analyzes the first plane of each name, so these rows show
-that a file over 2 GiB is read, not the cost per event: the fits use the recordings only),
-written under /tmp and deleted at the end. Then, each in a fresh process that does
+that a file over 2 GiB is read, not the cost per event: the fits leave them out), and the
+--longer sizes by repeating the largest recording's host lines in time (longer_trace.py: a
+longer run, every op of which is analyzed), written under /tmp and deleted at the end. Then, each in a fresh process that does
 nothing else and reads its own peak RSS (VmHWM) at the end:
 
 - floor: `jax.profiler.ProfileData.from_file`, reading every event's name and duration once,
@@ -21,7 +22,8 @@ nothing else and reads its own peak RSS (VmHWM) at the end:
 Prints one row per size (median time of --repeat interleaved runs), analyze / floor, the fitted
 cost per MB and per event of both, and the extrapolation to a 10 GB trace.
 
-    nice -n 10 python benchmarks/analyze_speed.py [--sizes 10,100,300,1000,2300] [--repeat 3] [--events-db]
+    nice -n 10 python benchmarks/analyze_speed.py [--sizes 10,100,300,1000,2300] [--longer 1000,3000,10000]
+        [--repeat 3] [--events-db]
 """
 
 from __future__ import annotations
@@ -87,8 +89,9 @@ base = _mib("VmRSS")
 t0 = time.perf_counter()
 timeline = load_timeline(sys.argv[1])
 done = time.perf_counter()
-print(json.dumps({"s": done - t0, "hwm_mib": _mib("VmHWM"), "base_mib": base,
-                  "ops": len(timeline.device_ops) if timeline.device_ops is not None else 0}))
+ops = timeline.device_ops
+print(json.dumps({"s": done - t0, "hwm_mib": _mib("VmHWM"), "base_mib": base, "ops": len(ops) if ops else 0,
+                  "spilled_mb": ops.store.spilled_bytes / 1e6 if ops else 0.0}))
 """
 
 # xprof's events database: the XSpace converted to Parquet by xprof's C++ (xspace_to_parquet), then
@@ -147,6 +150,17 @@ def concatenated(src: Path, target_mb: float) -> Path:
     return dst
 
 
+def longer(src: Path, target_mb: float) -> Path:
+    from longer_trace import make_longer
+
+    copies = max(2, round(target_mb * 1e6 / src.stat().st_size))
+    dst = BIG / f"longer_{int(target_mb)}mb" / "plugins" / "profile" / "run" / "host.xplane.pb"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    print(f"writing {copies} copies of {src.name} in time ({target_mb:.0f} MB) ...", flush=True)
+    make_longer(src, dst, copies)
+    return dst
+
+
 def child(code: str, path: Path) -> dict:
     proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
     if proc.returncode:
@@ -168,6 +182,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10,100,300,1000,2300", help="trace sizes in MB")
     ap.add_argument("--max-record-mb", type=float, default=300.0, help="larger sizes concatenate a recording")
+    ap.add_argument("--longer", default="", help="sizes in MB of longer runs made from the largest recording")
     ap.add_argument("--max-floor-mb", type=float, default=400.0, help="run ProfileData only up to this size")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reuse", action="store_true", help="reuse recordings under benchmarks/out/ if present")
@@ -177,23 +192,26 @@ def main() -> None:
     args = ap.parse_args()
 
     sizes = sorted(float(s) for s in args.sizes.split(","))
-    traces: list[tuple[float, Path, bool]] = []   # (target MB, file, concatenated)
+    traces: list[tuple[Path, str]] = []   # (file, "recorded", "longer" or "concatenated")
     largest = None
     try:
         for mb in sizes:
             if mb <= args.max_record_mb or largest is None:
                 largest = record(mb, args.reuse)
-                traces.append((mb, largest, False))
+                traces.append((largest, "recorded"))
             else:
-                traces.append((mb, concatenated(largest, mb), True))
-        rows = [measure(path, concat, args) for _, path, concat in traces]
+                traces.append((concatenated(largest, mb), "concatenated"))
+        for mb in sorted(float(s) for s in args.longer.split(",") if s):
+            traces.append((longer(largest, mb), "longer"))
+        traces.sort(key=lambda t: (t[1] == "concatenated", t[0].stat().st_size))
+        rows = [measure(path, kind, args) for path, kind in traces]
     finally:
         if not args.keep:
             shutil.rmtree(BIG, ignore_errors=True)
     report(rows)
 
 
-def measure(path: Path, concat: bool, args) -> dict:
+def measure(path: Path, kind: str, args) -> dict:
     size = path.stat().st_size
     run_floor = size / 1e6 <= args.max_floor_mb
     floors, analyses, reads, dbs = [], [], [], []
@@ -204,7 +222,7 @@ def measure(path: Path, concat: bool, args) -> dict:
         reads.append(child(READ, path))
         if args.events_db and size / 1e6 <= args.max_floor_mb:
             dbs.append(child(EVENTS_DB, path))
-    row = {"mb": size / 1e6, "concat": concat}
+    row = {"mb": size / 1e6, "kind": kind}
     ok = [a for a in analyses if "error" not in a]
     if not ok:
         row["error"] = analyses[0]["error"]
@@ -219,7 +237,7 @@ def measure(path: Path, concat: bool, args) -> dict:
         elif runs:
             row[f"{key}_error"] = runs[0]["error"]
     if reads and "read_s" in row:
-        row["ops"] = reads[0]["ops"]
+        row["ops"], row["spilled_mb"] = reads[0]["ops"], reads[0]["spilled_mb"]
     good = [f for f in floors if "error" not in f]
     if good:
         row.update(floor_s=statistics.median(f["s"] for f in good), floor_hwm=max(f["hwm_mib"] for f in good),
@@ -235,13 +253,15 @@ def report(rows: list[dict]) -> None:
           "| peak RSS advisor | events DB |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        name = f"{r['mb']:,.1f} MB" + (" (concatenated copies: the first copy's planes are analyzed)"
-                                       if r["concat"] else "")
+        name = f"{r['mb']:,.1f} MB" + {"recorded": "", "longer": " (the largest recording repeated in time)",
+                                        "concatenated": " (concatenated copies: the first copy's planes are "
+                                                        "analyzed)"}[r["kind"]]
         events = f"{r['events'] / 1e6:.2f} M" if "events" in r else "-"
         floor = f"{r['floor_s']:.2f} s" if "floor_s" in r else "not run"
         floor_rss = f"{r['floor_hwm']:,.0f} MiB" if "floor_hwm" in r else "-"
         ops = f"{r['ops'] / 1e6:.2f} M" if "ops" in r else "-"
-        read = f"{r['read_s']:.2f} s, {r['read_hwm']:,.0f} MiB" if "read_s" in r else "-"
+        read = (f"{r['read_s']:.2f} s, {r['read_hwm']:,.0f} MiB, {r['spilled_mb']:,.0f} MB of ops on disk"
+                if "read_s" in r else "-")
         db = (f"{r['db_s']:.2f} s, {r['db_hwm']:,.0f} MiB" if "db_s" in r
               else f"failed: {r['db_error']}" if "db_error" in r else "-")
         if "error" in r:
@@ -250,7 +270,7 @@ def report(rows: list[dict]) -> None:
         ratio = f"{r['analyze_s'] / r['floor_s']:.2f}x" if "floor_s" in r else "-"
         print(f"| {name} | {events} | {ops} | {floor} | {r['analyze_s']:.2f} s | {ratio} | {read} | {floor_rss} "
               f"| {r['analyze_hwm']:,.0f} MiB | {db} |")
-    measured = [r for r in rows if "analyze_s" in r and not r["concat"]]
+    measured = [r for r in rows if "analyze_s" in r and r["kind"] != "concatenated"]
     both = [r for r in measured if "floor_s" in r]
     if rows and "analyze_base" in rows[0]:
         print(f"\nRSS after the interpreter and imports, before the analysis: {rows[0]['analyze_base']:,.0f} MiB")
@@ -272,8 +292,10 @@ def report(rows: list[dict]) -> None:
                   f"{f_ev * 1000:.0f} ns per event, peak RSS {fm_mb:+.2f} MiB per MB")
             print(f"floor at 10 GB (extrapolated): {(f0 + f_mb * 1e4) / 60:.1f} min, "
                   f"{(fm0 + fm_mb * 1e4) / 1024:.0f} GiB of RAM (and ProfileData cannot parse over 2 GiB)")
-        print(f"advisor at 10 GB (extrapolated): {(a0 + a_mb * 1e4) / 60:.1f} min, "
-              f"{(m0 + m_mb * 1e4) / 1024:.2f} GiB peak RSS")
+        low, high = min(measured, key=lambda r: r["analyze_hwm"]), max(measured, key=lambda r: r["analyze_hwm"])
+        print(f"advisor peak RSS over {len(measured)} sizes: {low['analyze_hwm']:,.0f} MiB ({low['mb']:,.0f} MB) to "
+              f"{high['analyze_hwm']:,.0f} MiB ({high['mb']:,.0f} MB)")
+        print(f"advisor at 10 GB (extrapolated): {(a0 + a_mb * 1e4) / 60:.1f} min")
 
 
 if __name__ == "__main__":
