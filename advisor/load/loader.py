@@ -17,7 +17,7 @@ from .devices import device_activity, estimate_peer_waits
 from .memprof import read_memory_profile
 from .timeline import StepWindowError, Timeline, read_timeline
 from .xplane_stream import StreamSpace, XSpaceError
-from .xprof_tools import read_xprof
+from .xprof_tools import start_xprof
 
 _MIB = 1024 * 1024
 
@@ -76,12 +76,17 @@ def load_run(run: RunFiles, steps: Optional[slice] = None) -> Profile:
 def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     """The run's first host file read in full (its HLO describes the program every host runs), with
     the run's metadata and memory profile: the run's profile before its other hosts are merged in."""
-    timeline = load_timeline(run.xplane, steps)
+    pending = start_xprof(run.xplane)      # its child runs beside the timeline's reading
+    try:
+        timeline = load_timeline(run.xplane, steps)
+    except BaseException:
+        pending.cancel()
+        raise
     warnings: list[str] = []
     meta = _run_metadata(run, warnings)
 
     step_module = timeline.step_module
-    xprof = read_xprof(run.xplane, step_module)
+    xprof = pending.finish(step_module)
     modules = _modules(xprof.hlo_protos, warnings, step_module, {op.module for op in timeline.ops})
     memory = _memory_at_peak(xprof.memory_viewer, step_module) if step_module in modules else None
     if xprof.programs is not None and len(modules) < xprof.programs:

@@ -8,7 +8,8 @@ the HLO tools read. The copy keeps the file's name: xprof wants its stem to be t
 The converters are C++ and abort the process on some malformed inputs (`Check failed:
 Malformed shape proto`), so one child per trace runs both of them (`python -m
 advisor.load.xprof_tools`); a crash there becomes one line in `XprofResult.error` and the
-parent keeps whatever the child wrote before it.
+parent keeps whatever the child wrote before it. The child starts before the timeline is read
+and writes the HLO meanwhile; it is told the step program for the memory viewer once known.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .xspace_slice import metadata_xspace, program_count
 
 HLO_SUFFIX = ".hlo_proto.pb"
 _MEMORY_VIEWER = "memory_viewer.json"
+_STDERR = "converters.stderr"
 _TIMEOUT_S = 600
 
 
@@ -39,49 +41,77 @@ class XprofResult:
 
 
 def read_xprof(xplane: Path, module_key: Optional[str]) -> XprofResult:
-    """HLO protos of every program in the trace, and the memory viewer of `module_key`.
+    """HLO protos of every program in the trace, and the memory viewer of `module_key`."""
+    return start_xprof(xplane).finish(module_key)
 
-    The temporary folder is removed on every path, the child's crash included.
-    """
-    folder = Path(tempfile.mkdtemp(prefix="advisor-xprof-"))
-    try:
-        path = folder / xplane.name
-        programs = None
+
+def start_xprof(xplane: Path) -> "PendingXprof":
+    """xprof's converters started on the trace now, in their child process, while the caller reads
+    the timeline; the module for the memory viewer (the step program, found in the timeline) is
+    given to `finish`."""
+    return PendingXprof(xplane)
+
+
+class PendingXprof:
+    """The child process and its temporary folder, removed by `finish` or `cancel` on every path,
+    the child's crash included."""
+
+    def __init__(self, xplane: Path):
+        self.folder = Path(tempfile.mkdtemp(prefix="advisor-xprof-"))
+        self.programs = None
+        self.proc = None
+        self.error: Optional[str] = None
         try:
-            sliced = metadata_xspace(xplane)
-            path.write_bytes(sliced)
-            programs = program_count(sliced)
-        except (ValueError, IndexError):
-            # Not cleanly sliceable: let xprof read the whole file through a link.
-            if not path.exists():
-                os.symlink(xplane.resolve(), path)
-        error = _run_child(path, module_key or "")
-        protos = {f.name[: -len(HLO_SUFFIX)]: f.read_bytes() for f in folder.glob(f"*{HLO_SUFFIX}")}
-        viewer = None
-        viewer_file = folder / _MEMORY_VIEWER
-        if viewer_file.is_file():
+            path = self.folder / xplane.name
             try:
-                viewer = json.loads(viewer_file.read_text())
-            except ValueError:
-                error = error or "xprof's memory viewer wrote JSON that cannot be parsed"
-        return XprofResult(protos, viewer if isinstance(viewer, dict) else None, error, programs)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+                sliced = metadata_xspace(xplane)
+                path.write_bytes(sliced)
+                self.programs = program_count(sliced)
+            except (ValueError, IndexError):
+                # Not cleanly sliceable: let xprof read the whole file through a link.
+                if not path.exists():
+                    os.symlink(xplane.resolve(), path)
+            package_root = str(Path(__file__).resolve().parents[2])
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                       PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
+            with open(self.folder / _STDERR, "wb") as err:    # a file: the child never blocks on a full pipe
+                self.proc = subprocess.Popen([sys.executable, "-m", __name__, str(path)], env=env,
+                                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
+        except OSError as err:
+            self.error = f"xprof's converters could not start: {err}"
 
+    def finish(self, module_key: Optional[str]) -> XprofResult:
+        try:
+            error = self.error or self._wait(module_key or "")
+            folder = self.folder
+            protos = {f.name[: -len(HLO_SUFFIX)]: f.read_bytes() for f in folder.glob(f"*{HLO_SUFFIX}")}
+            viewer = None
+            viewer_file = folder / _MEMORY_VIEWER
+            if viewer_file.is_file():
+                try:
+                    viewer = json.loads(viewer_file.read_text())
+                except ValueError:
+                    error = error or "xprof's memory viewer wrote JSON that cannot be parsed"
+            return XprofResult(protos, viewer if isinstance(viewer, dict) else None, error, self.programs)
+        finally:
+            self.cancel()
 
-def _run_child(path: Path, module_key: str) -> Optional[str]:
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
-    try:
-        proc = subprocess.run([sys.executable, "-m", __name__, str(path), module_key], env=env,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              timeout=_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return f"xprof's converters did not finish within {_TIMEOUT_S} s"
-    if proc.returncode == 0:
-        return None
-    return f"xprof's converters stopped (exit {proc.returncode}): {_reason(proc.stderr)}"
+    def _wait(self, module_key: str) -> Optional[str]:
+        try:
+            self.proc.communicate((module_key + "\n").encode(), timeout=_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return f"xprof's converters did not finish within {_TIMEOUT_S} s"
+        if self.proc.returncode == 0:
+            return None
+        stderr = (self.folder / _STDERR).read_bytes() if (self.folder / _STDERR).is_file() else b""
+        return f"xprof's converters stopped (exit {self.proc.returncode}): {_reason(stderr)}"
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs, and remove the folder."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _reason(stderr: bytes) -> str:
@@ -93,11 +123,12 @@ def _reason(stderr: bytes) -> str:
     return lines[-1][:200] if lines else "no message"
 
 
-def _child(path: str, module_key: str) -> None:
+def _child(path: str) -> None:
     from xprof.convert import raw_to_tool_data
 
     # The `tool_names` pass is what writes the per-module .hlo_proto.pb files.
     raw_to_tool_data.xspace_to_tool_names([path])
+    module_key = sys.stdin.readline().strip()      # given once the parent has read the timeline
     if module_key and (Path(path).parent / f"{module_key}{HLO_SUFFIX}").is_file():
         data, _ = raw_to_tool_data.xspace_to_tool_data([path], "memory_viewer", {"module_name": module_key})
         if data:
@@ -106,4 +137,4 @@ def _child(path: str, module_key: str) -> None:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2])
+    _child(sys.argv[1])
