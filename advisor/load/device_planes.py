@@ -7,8 +7,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..model import SMALL_KERNEL_NS, DeviceSummary, Transfer, merge_intervals
-from .columns import chunks_of, in_window
+from ..model import SMALL_KERNEL_NS, DeviceSummary, Transfer
+from .columns import as_spans, chunks_of, merged
 from .ops import NO_MODULE, OpAccumulator, module_key
 
 _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "MemcpyP2P": "P2P",
@@ -19,16 +19,14 @@ _DEVICE_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "memcpy_details
 
 
 class PlaneEvents:
-    """What one GPU/TPU plane recorded, kept until the window of steps is known: each kernel's and
-    copy's start and duration, copies as Transfers, kernel starts by CUPTI correlation id."""
+    """What one GPU/TPU plane recorded, kept until the window of steps is known, as columns (one
+    array per chunk read): each event's start and duration, whether it is a copy or a kernel, its
+    CUPTI correlation id (-1: none), and the copies as Transfers."""
 
     def __init__(self, summary: DeviceSummary):
         self.summary = summary        # the plane's description; counts and busy filled by summarize
-        self.kernels: list[tuple[float, float]] = []
-        self.compute: list[tuple[float, float]] = []      # every event that is not a copy
-        self.copies: list[tuple[float, float]] = []
+        self._pieces: list[tuple[np.ndarray, ...]] = []     # (start, duration, is copy, is kernel, correlation id)
         self.transfers: list[Transfer] = []
-        self.kernel_starts: dict[int, float] = {}
 
     @property
     def name(self) -> str:
@@ -36,36 +34,71 @@ class PlaneEvents:
 
     @property
     def active(self) -> bool:
-        return bool(self.kernels or self.copies)
+        return any(bool((copy | kernel).any()) for _, _, copy, kernel, _ in self._pieces)
+
+    def add(self, starts, durs, copy, kernel, correlation) -> None:
+        self._pieces.append((np.asarray(starts, dtype=np.float64), np.asarray(durs, dtype=np.float64),
+                             np.asarray(copy, dtype=bool), np.asarray(kernel, dtype=bool),
+                             np.asarray(correlation, dtype=np.int64)))
+
+    def _columns(self, window) -> tuple[np.ndarray, ...]:
+        if not self._pieces:
+            return (np.empty(0), np.empty(0), np.empty(0, dtype=bool), np.empty(0, dtype=bool),
+                    np.empty(0, dtype=np.int64))
+        columns = tuple(np.concatenate([p[k] for p in self._pieces]) for k in range(5))
+        if window is None:
+            return columns
+        inside = (columns[0] >= window[0]) & (columns[0] < window[1])
+        return tuple(c[inside] for c in columns)
 
     def summarize(self, window: Optional[tuple[float, float]]) -> DeviceSummary:
         """The plane's DeviceSummary over the window (events that start inside it), or the trace."""
         summary = dataclasses.replace(self.summary)
-        for start, dur in self.copies:
-            if in_window(start, window):
-                summary.memcpy_count += 1
-                summary.memcpy_ns += dur
-        for start, dur in self.kernels:
-            if in_window(start, window):
-                summary.kernel_count += 1
-                summary.kernel_ns += dur
-                if dur < SMALL_KERNEL_NS:
-                    summary.small_kernel_count += 1
-                    summary.small_kernel_ns += dur
-        summary.busy = merge_intervals((s, s + d) for s, d in self.compute if in_window(s, window))
+        starts, durs, copy, kernel, _ = self._columns(window)
+        summary.memcpy_count, summary.memcpy_ns = int(copy.sum()), _sum(durs[copy])
+        summary.kernel_count, summary.kernel_ns = int(kernel.sum()), _sum(durs[kernel])
+        small = kernel & (durs < SMALL_KERNEL_NS)
+        summary.small_kernel_count, summary.small_kernel_ns = int(small.sum()), _sum(durs[small])
+        compute = ~copy
+        summary.busy = as_spans(*merged(starts[compute], starts[compute] + durs[compute]))
         return summary
+
+    def kernel_starts(self, window) -> tuple[np.ndarray, np.ndarray]:
+        """(correlation id, start) of the kernels that start in window: one per id, the last read."""
+        starts, _, _, kernel, correlation = self._columns(None)
+        has = kernel & (correlation >= 0)
+        ids, starts = correlation[has][::-1], starts[has][::-1]
+        ids, last = np.unique(ids, return_index=True)
+        starts = starts[last]
+        if window is not None:
+            inside = (starts >= window[0]) & (starts < window[1])
+            ids, starts = ids[inside], starts[inside]
+        return ids, starts
+
+
+def _sum(values: np.ndarray) -> float:
+    total = 0.0
+    for v in values.tolist():        # in order, as the events were read: the same float as before
+        total += v
+    return total
 
 
 def device_plane(plane, acc: OpAccumulator) -> PlaneEvents:
-    """Kernels and copies of one GPU (or TPU) plane: ops into acc, the rest into PlaneEvents."""
+    """Kernels and copies of one GPU (or TPU) plane: ops into acc, the rest into PlaneEvents.
+    Each event's stats are read (a kernel's op and correlation id are its own), but what is kept
+    is columns, a chunk at a time."""
     record = PlaneEvents(_describe(plane.name, dict(plane.stats)))
     tpu = plane.name.startswith("/device:TPU")
     plane_ids: dict[str, int] = {}
     for line in plane.lines:
         if not (line.name.startswith("Stream") or tpu):
             continue   # derived lines (XLA Ops, Steps, ...) repeat the stream events
-        starts_out, durs_out, places, names = [], [], [], []
+        ops_line = acc.line(plane.name)
         for chunk in chunks_of(line, plane_ids):
+            n = len(chunk)
+            copy, kernel = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+            correlation = np.full(n, -1, dtype=np.int64)
+            places, names = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
             for i, (start, dur, meta) in enumerate(zip(chunk.start_ns.tolist(), chunk.dur_ns.tolist(),
                                                        chunk.ids.tolist())):
                 name = chunk.names.get(meta, "")
@@ -76,21 +109,18 @@ def device_plane(plane, acc: OpAccumulator) -> PlaneEvents:
                     record.transfers.append(Transfer(kind=kind or _memcpy_kind(str(details)), start_ns=start,
                                                      duration_ns=dur, bytes=_memcpy_bytes(details),
                                                      device=plane.name))
-                    record.copies.append((start, dur))
-                else:
-                    record.compute.append((start, dur))   # computing; a copy engine alone is not
-                    if stats.get("kernel_details"):
-                        if "correlation_id" in stats:
-                            record.kernel_starts[int(stats["correlation_id"])] = start
-                        record.kernels.append((start, dur))
+                    copy[i] = True
+                elif stats.get("kernel_details"):
+                    kernel[i] = True
+                    if "correlation_id" in stats:
+                        correlation[i] = int(stats["correlation_id"])
                 op = stats.get("hlo_op")
                 module = NO_MODULE if op is None else module_key(stats)
-                starts_out.append(start)
-                durs_out.append(dur)
-                places.append(acc.place_id(module, None, plane.name))
-                names.append(acc.name_id(name if op is None else str(op).split("::")[-1]))
-        acc.add_line(np.array(starts_out, dtype=np.float64), np.array(durs_out, dtype=np.float64),
-                     np.array(places, dtype=np.int64), np.array(names, dtype=np.int64), plane.name)
+                places[i] = acc.place_id(module, None, plane.name)
+                names[i] = acc.name_id(name if op is None else str(op).split("::")[-1])
+            record.add(chunk.start_ns, chunk.dur_ns, copy, kernel, correlation)
+            ops_line.add(chunk.start_ns, chunk.dur_ns, places, names)
+        ops_line.close()
     return record
 
 

@@ -4,6 +4,7 @@ XLA CPU executor threads where the CPU backend runs its ops."""
 from __future__ import annotations
 
 import re
+from array import array
 from typing import Optional
 
 import numpy as np
@@ -68,7 +69,31 @@ def _host_code(name: str) -> int:
     return 0 if name.startswith("$") else _STEP_MARK
 
 
-def host_pass(host, host_events: list[HostEvent], launches: Optional[dict[int, float]] = None,
+class Launches:
+    """The host launch time of each CUPTI correlation id, as two growing arrays (a GPU trace has
+    one launch per kernel: millions of them)."""
+
+    def __init__(self):
+        self.ids, self.starts = array("q"), array("d")
+
+    def add(self, correlation_id: int, start: float) -> None:
+        self.ids.append(correlation_id)
+        self.starts.append(start)
+
+    def delays(self, ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Sorted delays (ns) from launch to start of the kernels (ids, starts) whose launch was
+        seen; an id launched twice counts its last launch."""
+        known = np.frombuffer(self.ids, dtype=np.int64)[::-1] if len(self.ids) else np.empty(0, dtype=np.int64)
+        if not len(known) or not len(ids):
+            return np.empty(0)
+        known, last = np.unique(known, return_index=True)
+        launched = np.frombuffer(self.starts, dtype=np.float64)[::-1][last]
+        at = np.minimum(np.searchsorted(known, ids), len(known) - 1)
+        found = known[at] == ids
+        return np.sort(starts[found] - launched[at[found]])
+
+
+def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] = None,
               alloc_events: Optional[list] = None):
     """Step marks and allocator peaks; compile / sync / transfer events into host_events; on GPU
     traces (launches given) the host launch time of each CUPTI correlation id; each allocator
@@ -87,7 +112,7 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[dict[int, f
                 for i in range(len(chunk)):
                     for key, value in chunk.stat_items(i):
                         if key == "correlation_id":
-                            launches[int(value)] = starts[i]
+                            launches.add(int(value), starts[i])
                             break
             continue
         if line_name.startswith(CPU_EXECUTOR_PREFIXES) or line_name.startswith("Host Threads"):

@@ -12,7 +12,7 @@ from typing import Optional
 from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
 from .columns import in_window
 from .device_planes import device_plane
-from .host_lines import CPU_EXECUTOR_PREFIXES, allocator_peaks, cpu_op_line, h2d_transfer, host_pass
+from .host_lines import CPU_EXECUTOR_PREFIXES, Launches, allocator_peaks, cpu_op_line, h2d_transfer, host_pass
 from .ops import NO_MODULE, DeviceOps, OpAccumulator
 from .steps import steps_from
 
@@ -73,7 +73,7 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
         if "cpu_version" not in host_stats and not acc.places:
             backend = "unknown"
 
-    all_steps, alloc, launches = [], {}, {}
+    all_steps, alloc, launches = [], {}, Launches()
     alloc_events = [] if steps is not None else None     # kept only to take peaks over a window
     if host is not None:
         marks, alloc = host_pass(host, host_events, launches if active else None, alloc_events)
@@ -95,10 +95,9 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
     devices = [r.summarize(window) for r in planes]
     for record, summary in zip(planes, devices):
         acc.device_busy.extend(summary.busy)
-        delays = sorted(start - launches[c] for c, start in record.kernel_starts.items()
-                        if c in launches and in_window(start, window))
+        delays = launches.delays(*record.kernel_starts(window))
         summary.launches_matched = len(delays)
-        summary.launch_delay_median_ns = delays[len(delays) // 2] if delays else None
+        summary.launch_delay_median_ns = float(delays[len(delays) // 2]) if len(delays) else None
     transfers = [t for r in planes for t in r.transfers if in_window(t.start_ns, window)]
     host_events = [e for e in host_events if in_window(e.start_ns, window)]
     transfers.extend(h2d_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
