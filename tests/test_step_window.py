@@ -114,3 +114,22 @@ def test_every_host_of_a_run_takes_the_same_window():
     window = load_run(run, slice(numbers[1], numbers[1] + 1))
     assert [[s.number for s in h.steps] for h in window.hosts] == [[numbers[1]], [numbers[1]]]
     assert any("as --steps asked" in n for n in window.notes)
+
+
+def test_gpu_window_takes_allocator_peaks_over_its_memory_events():
+    from jax.profiler import ProfileData
+
+    one = _timeline(GPU, slice(1, 2))
+    lo, hi = one.steps[0].start_ns, one.steps[0].end_ns
+    (run,) = find_runs(GPU)
+    expected: dict[str, list[int]] = {}
+    for line in ProfileData.from_file(str(run.xplane)).find_plane_with_name("/host:CPU").lines:
+        for ev in line.events:
+            if ev.name in ("MemoryAllocation", "MemoryDeallocation") and lo <= ev.start_ns < hi:
+                stats = dict(ev.stats)
+                entry = expected.setdefault(stats["allocator_name"], [0, 0, 0])
+                entry[0] = max(entry[0], int(stats["bytes_allocated"]))
+                entry[1] = max(entry[1], int(stats["peak_bytes_in_use"]))
+                entry[2] += 1
+    assert expected and all(v[2] < 6 for v in expected.values())      # the trace has 6 per allocator
+    assert {a.allocator: [a.peak_bytes, a.lifetime_peak_bytes, a.events] for a in one.allocators} == expected

@@ -10,7 +10,7 @@ from typing import Optional
 import numpy as np
 
 from ..model import AllocatorPeak, HostEvent, Transfer
-from .columns import chunks_of, classify, in_window
+from .columns import chunks_of, classify
 from .op_store import BLOCK_OPS
 from .ops import module_key
 
@@ -94,7 +94,7 @@ class Launches:
 
 
 def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] = None,
-              alloc_events: Optional[list] = None):
+              alloc_events: Optional["AllocatorEvents"] = None):
     """Step marks and allocator peaks; compile / sync / transfer events into host_events; on GPU
     traces (launches given) the host launch time of each CUPTI correlation id; each allocator
     memory event (start, allocator, bytes allocated, peak in use) into alloc_events if given
@@ -153,14 +153,43 @@ def _fold(alloc: dict[str, list[int]], event: tuple[float, str, int, int]) -> No
     entry[2] += 1
 
 
-def allocator_peaks(alloc: dict[str, list[int]], events: Optional[list] = None, window=None) -> list[AllocatorPeak]:
+class AllocatorEvents:
+    """Allocator memory events (start, allocator, bytes allocated, peak in use) as arrays, kept
+    to take the peaks over a window of steps once it is known."""
+
+    def __init__(self):
+        self.names: dict[str, int] = {}
+        self.starts, self.which, self.allocated, self.peak = array("d"), array("q"), array("q"), array("q")
+
+    def append(self, event: tuple[float, str, int, int]) -> None:
+        start, name, allocated, peak = event
+        self.starts.append(start)
+        self.which.append(self.names.setdefault(name, len(self.names)))
+        self.allocated.append(allocated)
+        self.peak.append(peak)
+
+    def fold(self, window: tuple[float, float]) -> dict[str, list[int]]:
+        """alloc as host_pass folds it, over the events that start inside window."""
+        if not len(self.starts):
+            return {}
+        starts = np.frombuffer(self.starts, dtype=np.float64)
+        inside = (starts >= window[0]) & (starts < window[1])
+        which = np.frombuffer(self.which, dtype=np.int64)
+        allocated, peak = np.frombuffer(self.allocated, dtype=np.int64), np.frombuffer(self.peak, dtype=np.int64)
+        out = {}
+        for name, i in self.names.items():
+            mine = inside & (which == i)
+            if mine.any():
+                out[name] = [max(0, int(allocated[mine].max())), max(0, int(peak[mine].max())), int(mine.sum())]
+        return out
+
+
+def allocator_peaks(alloc: dict[str, list[int]], events: Optional[AllocatorEvents] = None,
+                    window=None) -> list[AllocatorPeak]:
     """Each allocator's peaks: over the trace (alloc, as host_pass folded it), or over the memory
     events that start inside window."""
     if window is not None:
-        alloc = {}
-        for event in events or []:
-            if in_window(event[0], window):
-                _fold(alloc, event)
+        alloc = events.fold(window) if events is not None else {}
     return [AllocatorPeak(a, v[0], v[1], v[2]) for a, v in sorted(alloc.items())]
 
 

@@ -12,7 +12,7 @@ from typing import Optional
 from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
 from .columns import in_window
 from .device_planes import device_plane
-from .host_lines import CPU_EXECUTOR_PREFIXES, Launches, allocator_peaks, cpu_op_line, h2d_transfer, host_pass
+from .host_lines import CPU_EXECUTOR_PREFIXES, AllocatorEvents, Launches, allocator_peaks, cpu_op_line, h2d_transfer, host_pass
 from .ops import NO_MODULE, DeviceOps, OpAccumulator
 from .steps import steps_from
 
@@ -74,7 +74,7 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
             backend = "unknown"
 
     all_steps, alloc, launches = [], {}, Launches()
-    alloc_events = [] if steps is not None else None     # kept only to take peaks over a window
+    alloc_events = AllocatorEvents() if steps is not None else None     # kept only to take peaks over a window
     if host is not None:
         marks, alloc = host_pass(host, host_events, launches if active else None, alloc_events)
         all_steps = steps_from(marks, acc.last_end_after, acc.step_runs())
