@@ -89,3 +89,24 @@ def test_store_reads_spilled_blocks_back_and_windows_them():
     (line2,) = store.take_line(2)
     assert line2[0].tolist() == (starts + 10).tolist() and len(store.blocks) == 1
     store.close()
+
+
+def test_device_activity_without_steps_spans_the_earliest_to_the_latest_op(monkeypatch):
+    """Two executor threads feed cpu:0; the thread read first starts later. Without steps the
+    window is the earliest start to the latest end, whatever the order the lines were read in,
+    and slices of 10 ops give what one slice gives."""
+    from advisor.load import devices
+
+    acc = OpAccumulator()
+    place = acc.place_id("m(1)", 0, "cpu:0")
+    for first in (100.0, 0.0):            # the later thread first
+        line = acc.line()
+        starts = first + 10.0 * np.arange(40)
+        line.add(starts, np.full(40, 5.0), np.full(40, place), np.full(40, acc.name_id("fusion.1")))
+        line.close()
+    (whole,) = devices.device_activity("h", acc.device_ops, [], {}, None, [])
+    assert whole.step_ns == 495.0          # from 0 to the later thread's last end, 100 + 390 + 5
+    assert whole.compute_ns == pytest.approx(5.0 * 50)     # 40 + 10 distinct ops of 5 ns (30 overlap)
+    monkeypatch.setattr(devices, "SLICE_OPS", 10)
+    (sliced,) = devices.device_activity("h", acc.device_ops, [], {}, None, [])
+    assert sliced == whole

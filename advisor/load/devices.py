@@ -31,6 +31,7 @@ _COMPUTE, _COLLECTIVE, _CONTROL = 0, 1, 2
 
 
 SLICE_OPS = 1 << 18     # ops taken at a time: device activity is summed over slices of the trace's time
+_SAMPLE_EVERY = 256     # one op start in this many is kept to cut the slices by
 
 
 def device_activity(host: str, device_ops: Optional[DeviceOps], steps: list[Step],
@@ -49,8 +50,8 @@ def device_activity(host: str, device_ops: Optional[DeviceOps], steps: list[Step
     if not totals.order:
         return []
     if not steps:
-        steps = [Step(number=-1, start_ns=min(totals.first_start[d] for d in totals.order),
-                      end_ns=max(totals.last_end[d] for d in totals.order), annotated=False)]
+        steps = [Step(number=-1, start_ns=float(totals.first_start.min()),
+                      end_ns=float(totals.last_end.max()), annotated=False)]
     count = max(1, len(steps))
     total = sum(s.duration_ns for s in steps)
     overlap = _Overlap(device_ops, np.array(role, dtype=np.int64))
@@ -90,19 +91,20 @@ def device_activity(host: str, device_ops: Optional[DeviceOps], steps: list[Step
 
 class _Totals:
     """First pass: each device's time per op key (keys in the order the device first ran
-    them), its first op's start and latest end, and a sample of op starts to cut slices by."""
+    them), its earliest start and latest end, and a sample of op starts to cut slices by."""
 
     def __init__(self, device_ops: DeviceOps):
         width = len(device_ops.pairs)
         self.key_ns = np.zeros(len(device_ops.devices) * width)
         self.order: dict[int, list[int]] = {}
-        self.first_start: dict[int, float] = {}
+        self.first_start = np.full(len(device_ops.devices), np.inf)
         self.last_end = np.full(len(device_ops.devices), -np.inf)
         self.count = 0
         samples, seen = [], set()
         for device, starts, ends, keys in device_ops.blocks():
             code = device * width + keys
             self.key_ns += np.bincount(code, weights=ends - starts, minlength=len(self.key_ns))
+            np.minimum.at(self.first_start, device, starts)
             np.maximum.at(self.last_end, device, ends)
             uniq, first = np.unique(code, return_index=True)
             for j in np.argsort(first, kind="stable").tolist():
@@ -111,9 +113,7 @@ class _Totals:
                     continue
                 seen.add(code_j)
                 d, k = divmod(code_j, width)
-                if d not in self.order:
-                    self.order[d], self.first_start[d] = [], float(starts[first[j]])
-                self.order[d].append(k)
+                self.order.setdefault(d, []).append(k)
             self.count += len(starts)
             samples.append(starts[::_SAMPLE_EVERY])
         self.samples = np.sort(np.concatenate(samples)) if samples else np.empty(0)
@@ -126,9 +126,6 @@ class _Totals:
         cuts = np.unique(self.samples[(np.arange(1, pieces) * len(self.samples)) // pieces])
         edges = [-np.inf, *cuts.tolist(), np.inf]
         return list(zip(edges[:-1], edges[1:]))
-
-
-_SAMPLE_EVERY = 256
 
 
 class _Overlap:
