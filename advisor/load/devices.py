@@ -115,7 +115,7 @@ class _Totals:
                 d, k = divmod(code_j, width)
                 self.order.setdefault(d, []).append(k)
             self.count += len(starts)
-            samples.append(starts[::_SAMPLE_EVERY])
+            samples.append(starts[::_SAMPLE_EVERY].copy())      # a view would keep the block's column alive
         self.samples = np.sort(np.concatenate(samples)) if samples else np.empty(0)
 
     def slices(self) -> list[tuple[float, float]]:

@@ -34,6 +34,12 @@ class Block:
         self.offset = -1
 
 
+def _own(column: np.ndarray, dtype) -> np.ndarray:
+    """The column as an array of its own: a view would keep the array it was cut from alive."""
+    column = np.ascontiguousarray(column, dtype=dtype)
+    return column.copy() if column.base is not None else column
+
+
 class OpStore:
     def __init__(self, budget: Optional[int] = None):
         self.blocks: list[Block] = []
@@ -53,7 +59,7 @@ class OpStore:
         """A line's ops (columns in the order of COLUMNS, sorted by start)."""
         if not len(columns[0]):
             return
-        block = Block(tuple(np.ascontiguousarray(c, dtype=t) for c, t in zip(columns, COLUMNS)), device, line)
+        block = Block(tuple(_own(c, t) for c, t in zip(columns, COLUMNS)), device, line)
         self.blocks.append(block)
         self._in_memory.append(block)
         self._held += block.n * OP_BYTES
