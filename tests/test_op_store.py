@@ -110,3 +110,49 @@ def test_device_activity_without_steps_spans_the_earliest_to_the_latest_op(monke
     monkeypatch.setattr(devices, "SLICE_OPS", 10)
     (sliced,) = devices.device_activity("h", acc.device_ops, [], {}, None, [])
     assert sliced == whole
+
+
+def test_an_op_open_over_the_whole_line_holds_back_a_bounded_number(monkeypatch):
+    """A loop op spanning the line (a scan over every step): the ops inside it are released
+    before it closes, at most HOLD_OPS held, in blocks of at most BLOCK_OPS, self times exact."""
+    monkeypatch.setattr(ops_module, "BLOCK_OPS", 64)
+    monkeypatch.setattr(ops_module, "HOLD_OPS", 100)
+    starts, ends = _nested_line(np.random.default_rng(3), 3000)
+    starts, ends = np.r_[starts[0], starts], np.r_[ends.max() + 1, ends]     # the loop op, first
+    acc = OpAccumulator(OpStore(budget=0))
+    acc.place_id("m(1)", 0, "cpu:0")
+    names = np.zeros(len(starts), dtype=np.int64) + acc.name_id("op")
+    line, most = acc.line(), 0
+    for lo in range(0, len(starts), 37):
+        hi = lo + 37
+        line.add(starts[lo:hi], ends[lo:hi] - starts[lo:hi], np.zeros(len(starts[lo:hi]), dtype=np.int64), names[lo:hi])
+        most = max(most, sum(len(h[1]) for h in line.held))
+    line.close()
+    assert most <= 100 + 37
+    assert max(b.n for b in acc.store.blocks) <= 64
+    got = [c for _, c in acc.store.columns()]
+    s, e, o = (np.concatenate([c[k] for c in got]) for k in range(3))
+    ref = self_times(starts, ends)
+    mine, theirs = np.lexsort((o, e, s)), np.lexsort((ref, ends, starts))     # the same (start, end, own) triples
+    assert np.array_equal(s[mine], starts[theirs]) and np.array_equal(e[mine], ends[theirs])
+    assert np.allclose(o[mine], ref[theirs])
+
+
+def test_waits_go_to_the_latest_collective_around_them_however_the_slices_fall(monkeypatch):
+    """Two all-reduces overlap on one device, A [0, 100) and B [10, 20); a wait at [50, 60) is
+    inside A only. Slices of 1 op give what one slice gives."""
+    from advisor.load import devices
+
+    acc = OpAccumulator()
+    place = acc.place_id("m(1)", 0, "cpu:0")
+    for start, end, name in ((0.0, 100.0, "ncclAllReduceA"), (10.0, 20.0, "ncclAllReduceB"), (30.0, 40.0, "fusion")):
+        line = acc.line()
+        line.add(np.array([start]), np.array([end - start]), np.array([place]), np.array([acc.name_id(name)]))
+        line.close()
+    acc.add_waits(np.array([50.0]), np.array([10.0]), np.array([place]))
+    (whole,) = devices.device_activity("h", acc.device_ops, [], {}, None, [])
+    assert whole.collective_wait == {"ncclAllReduceA": 10.0} and whole.wait_ns == 10.0
+    monkeypatch.setattr(devices, "SLICE_OPS", 1)
+    monkeypatch.setattr(devices, "_SAMPLE_EVERY", 1)
+    (sliced,) = devices.device_activity("h", acc.device_ops, [], {}, None, [])
+    assert sliced == whole

@@ -51,14 +51,18 @@ def test_same_profile_model_as_the_snapshot(run, tmp_path):
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: str(r.relative_to(FIXTURES)))
 def test_same_model_read_in_small_pieces(run, tmp_path, monkeypatch):
     """The same model when every bound is tiny: lines parsed 4 KB at a time (ops held open
-    across chunks), blocks of 300 ops all spilled to disk, device activity in slices of 1,000
-    ops (ops and waits carried from one slice into the next)."""
-    from advisor.load import devices, op_store, ops, xplane_stream
+    across chunks, at most 200 held behind an open op), blocks of 300 ops and of 5 waits, all
+    spilled to disk, device activity in slices of 1,000 ops (ops and waits carried from one
+    slice into the next)."""
+    from advisor.load import devices, host_lines, op_store, ops, xplane_stream
     from advisor.load.loader import load_run
     from advisor.locate import find_runs
 
     monkeypatch.setattr(xplane_stream, "_CHUNK", 4096)
     monkeypatch.setattr(ops, "BLOCK_OPS", 300)
+    monkeypatch.setattr(ops, "HOLD_OPS", 200)
+    monkeypatch.setattr(host_lines, "BLOCK_OPS", 5)
+    monkeypatch.setattr(devices, "_SAMPLE_EVERY", 3)
     monkeypatch.setattr(op_store, "MEMORY_BUDGET", 0)
     monkeypatch.setattr(devices, "SLICE_OPS", 1000)
     (found,) = find_runs(readable_copy(run, tmp_path))

@@ -112,8 +112,9 @@ def device_plane(plane, acc: OpAccumulator) -> PlaneEvents:
                     copy[i] = True
                 elif stats.get("kernel_details"):
                     kernel[i] = True
-                    if "correlation_id" in stats:
-                        correlation[i] = int(stats["correlation_id"])
+                    corr = int(stats.get("correlation_id", -1))
+                    if 0 <= corr < 1 << 63:          # a uint32 widened; anything else is damage
+                        correlation[i] = corr
                 op = stats.get("hlo_op")
                 module = NO_MODULE if op is None else module_key(stats)
                 places[i] = acc.place_id(module, None, plane.name)

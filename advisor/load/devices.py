@@ -8,6 +8,7 @@ from the event's name (JAX names an all-reduce after its primitive, e.g. `psum_i
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from typing import Optional
 
@@ -222,13 +223,18 @@ def _is_collective_kernel(name: str) -> bool:
 
 
 def _waits_by_collective(waits, per_collective) -> dict[str, list[tuple[float, float]]]:
-    """Each wait for peers, clipped to the collective it happened in (the one enclosing its start)."""
+    """Each wait for peers, clipped to the collective it happened in: of those enclosing its
+    start, the one that started last (a slice of the trace sees every collective that reaches
+    into it, so the choice does not depend on where the slices are cut)."""
     spans = sorted((start, end, op) for op, ss in per_collective.items() for start, end in ss)
     starts = [s for s, _, _ in spans]
+    reach = list(itertools.accumulate((e for _, e, _ in spans), max))    # the latest end up to each
     out: dict[str, list[tuple[float, float]]] = {}
     for start, end in waits:
         i = bisect.bisect_right(starts, start) - 1
-        if i >= 0 and spans[i][1] > start:
+        while i >= 0 and spans[i][1] <= start:
+            i = i - 1 if reach[i] > start else -1
+        if i >= 0:
             out.setdefault(spans[i][2], []).append((start, min(end, spans[i][1])))
     return out
 

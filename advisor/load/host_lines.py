@@ -77,8 +77,9 @@ class Launches:
         self.ids, self.starts = array("q"), array("d")
 
     def add(self, correlation_id: int, start: float) -> None:
-        self.ids.append(correlation_id)
-        self.starts.append(start)
+        if 0 <= correlation_id < 1 << 63:       # a uint32 widened; anything else is damage
+            self.ids.append(correlation_id)
+            self.starts.append(start)
 
     def delays(self, ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """Sorted delays (ns) from launch to start of the kernels (ids, starts) whose launch was
@@ -153,6 +154,9 @@ def _fold(alloc: dict[str, list[int]], event: tuple[float, str, int, int]) -> No
     entry[2] += 1
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
 class AllocatorEvents:
     """Allocator memory events (start, allocator, bytes allocated, peak in use) as arrays, kept
     to take the peaks over a window of steps once it is known."""
@@ -165,8 +169,8 @@ class AllocatorEvents:
         start, name, allocated, peak = event
         self.starts.append(start)
         self.which.append(self.names.setdefault(name, len(self.names)))
-        self.allocated.append(allocated)
-        self.peak.append(peak)
+        self.allocated.append(min(max(allocated, 0), _INT64_MAX))     # bytes: a damaged file may say anything
+        self.peak.append(min(max(peak, 0), _INT64_MAX))
 
     def fold(self, window: tuple[float, float]) -> dict[str, list[int]]:
         """alloc as host_pass folds it, over the events that start inside window."""

@@ -79,13 +79,12 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     pending = start_xprof(run.xplane)      # its child runs beside the timeline's reading
     try:
         timeline = load_timeline(run.xplane, steps)
+        warnings: list[str] = []
+        meta = _run_metadata(run, warnings)
+        step_module = timeline.step_module
     except BaseException:
         pending.cancel()
         raise
-    warnings: list[str] = []
-    meta = _run_metadata(run, warnings)
-
-    step_module = timeline.step_module
     xprof = pending.finish(step_module)
     modules = _modules(xprof.hlo_protos, warnings, step_module, {op.module for op in timeline.ops})
     memory = _memory_at_peak(xprof.memory_viewer, step_module) if step_module in modules else None

@@ -24,12 +24,11 @@ MEMORY_BUDGET = 16 << 20            # bytes of op columns kept in memory; the ol
 
 class Block:
     """One line's ops over a stretch of its time, sorted by start."""
-    __slots__ = ("device", "line", "n", "first", "last", "end", "data", "offset")
+    __slots__ = ("device", "line", "n", "first", "last", "data", "offset")
 
     def __init__(self, columns: tuple, device: str, line: int):
         self.device, self.line, self.n = device, line, len(columns[0])
         self.first, self.last = float(columns[0][0]), float(columns[0][-1])     # earliest and latest start
-        self.end = float(columns[1].max())
         self.data: Optional[tuple] = columns          # None once it is on disk, at offset
         self.offset = -1
 
@@ -56,9 +55,12 @@ class OpStore:
         return sum(b.n for b in self.blocks if b.data is None) * OP_BYTES
 
     def add(self, columns: tuple, device: str, line: int) -> None:
-        """A line's ops (columns in the order of COLUMNS, sorted by start)."""
+        """A line's ops (columns in the order of COLUMNS), sorted by start here if they are not."""
         if not len(columns[0]):
             return
+        if np.any(columns[0][1:] < columns[0][:-1]):     # blocks are searched by start
+            order = np.argsort(columns[0], kind="stable")
+            columns = tuple(c[order] for c in columns)
         block = Block(tuple(_own(c, t) for c, t in zip(columns, COLUMNS)), device, line)
         self.blocks.append(block)
         self._in_memory.append(block)
@@ -74,33 +76,41 @@ class OpStore:
             offset = self._file.tell()
             for column in block.data:
                 self._file.write(memoryview(column).cast("B"))
+            self._file.flush()          # a full disk shows here, not when the block is read back
         except OSError:         # no room on disk: keep the ops in memory rather than fail
             self.budget = float("inf")
             return
         block.offset, block.data = offset, None
         self._held -= block.n * OP_BYTES
 
-    def read(self, block: Block) -> tuple:
+    def read(self, block: Block, window: Optional[tuple[float, float]] = None) -> tuple:
+        """A block's columns; within window, its ops that start in it (from disk, only those are read)."""
         if block.data is not None:
-            return block.data
-        self._file.seek(block.offset)
-        out = []
-        for dtype in COLUMNS:
-            column = np.empty(block.n, dtype=dtype)
-            self._file.readinto(memoryview(column).cast("B"))
-            out.append(column)
-        return tuple(out)
+            columns = block.data
+            if window is not None and (block.first < window[0] or block.last >= window[1]):
+                lo, hi = np.searchsorted(columns[0], window, side="left")
+                columns = tuple(c[lo:hi] for c in columns)
+            return columns
+        starts = self._read_column(block, 0, 0, block.n)
+        lo, hi = (0, block.n) if window is None else np.searchsorted(starts, window, side="left").tolist()
+        return (starts[lo:hi].copy() if hi - lo < block.n else starts,
+                *(self._read_column(block, k, lo, hi) for k in range(1, len(COLUMNS))))
+
+    def _read_column(self, block: Block, k: int, lo: int, hi: int) -> np.ndarray:
+        column = np.empty(hi - lo, dtype=COLUMNS[k])
+        if not len(column):
+            return column
+        self._file.seek(block.offset + block.n * sum(np.dtype(t).itemsize for t in COLUMNS[:k])
+                        + lo * column.itemsize)
+        self._file.readinto(memoryview(column).cast("B"))
+        return column
 
     def columns(self, window: Optional[tuple[float, float]] = None) -> Iterator[tuple[Block, tuple]]:
         """Each block's columns in the order added: within window, only its ops that start in it."""
         for block in self.blocks:
             if window is not None and (block.last < window[0] or block.first >= window[1]):
                 continue
-            columns = self.read(block)
-            if window is not None and (block.first < window[0] or block.last >= window[1]):
-                lo, hi = np.searchsorted(columns[0], window, side="left")
-                columns = tuple(c[lo:hi] for c in columns)
-            yield block, columns
+            yield block, self.read(block, window)
 
     def take_line(self, line: int) -> list[tuple]:
         """The blocks of a line, removed from the store (a line read again as a whole)."""

@@ -10,6 +10,8 @@ from ..model import OpStat
 from .columns import as_spans, merged, parents, self_times
 from .op_store import BLOCK_OPS, OpStore
 
+HOLD_OPS = 4 * BLOCK_OPS     # ops a line holds back behind an open op before it releases the closed ones
+
 NO_MODULE = "(no module)"     # device events that no XLA program launched (e.g. TensorFlow kernels)
 
 
@@ -66,9 +68,10 @@ class LineOps:
 
     Self times need each op's children, which may come in later chunks: an op stays open while
     a later op could start inside it (its end is past the latest start read), and the ops from
-    the first open one on are held back, so that blocks keep the line's order by start. What is
-    held is one op's nesting (a program execution at most), not the line. Profilers write lines
+    the first open one on are held back, so that blocks keep the line's order by start. Profilers write lines
     sorted by start; a line that is not is gathered whole and sorted at the end (`_gather`).
+    Behind an op that stays open for long, more than HOLD_OPS ops are not held: the closed
+    ones go out of order (`_compact`).
     """
 
     def __init__(self, acc: "OpAccumulator", device: str, line: int):
@@ -113,6 +116,22 @@ class LineOps:
         self._settle(index[:n_open][~still[:n_open]], own[:n_open][~still[:n_open]])
         self.open, self.open_span = index[still], (s[still], e[still], own[still])
         self._release(int(self.open[0]) if len(self.open) else self.count)
+        if sum(len(h[1]) for h in self.held) > HOLD_OPS:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Behind an op open for long (a loop over the whole run), release the closed ops now,
+        out of the line's order, keeping only the open ones: blocks are each sorted by start,
+        and what is held stays bounded."""
+        kept = []
+        for first, *columns in self.held:
+            index = first + np.arange(len(columns[0]))
+            is_open = np.isin(index, self.open)
+            if not is_open.all():
+                self._ready(tuple(c[~is_open] for c in columns))
+            kept.extend([int(index[j]), *(c[j:j + 1].copy() for c in columns)] for j in np.nonzero(is_open)[0])
+        self.held = kept
+        self._flush()      # the held ops, released later, start before these: not in the same block
 
     def _settle(self, index: np.ndarray, own: np.ndarray) -> None:
         """Write the final self time of ops that closed into the held columns."""
@@ -144,8 +163,9 @@ class LineOps:
 
     def _flush(self) -> None:
         if self.ready:
-            self.acc.store.add(tuple(np.concatenate([r[k] for r in self.ready]) for k in range(5)),
-                               self.device, self.line)
+            columns = tuple(np.concatenate([r[k] for r in self.ready]) for k in range(5))
+            for lo in range(0, len(columns[0]), BLOCK_OPS):
+                self.acc.store.add(tuple(c[lo:lo + BLOCK_OPS] for c in columns), self.device, self.line)
             self.ready, self.ready_n = [], 0
 
     def _gather(self) -> None:
@@ -190,7 +210,7 @@ class OpAccumulator:
         self._place_module: list[int] = []     # each place's module, as an index into modules
         self.pairs = Interner()        # (module key, op name) of each op key
         self.store = store if store is not None else OpStore()
-        self.waits = OpStore()         # waits for peers (CPU collectives): start, end, place
+        self.waits = OpStore(budget=4 << 20)    # waits for peers (CPU collectives): start, end, place
         self._lines = 0
         self.device_busy: list[tuple[float, float]] = []   # GPU/TPU: kernel intervals
         self.window: Optional[tuple[float, float]] = None   # set: every figure is over this window

@@ -79,6 +79,9 @@ class PendingXprof:
                                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
         except OSError as err:
             self.error = f"xprof's converters could not start: {err}"
+        except BaseException:
+            self.cancel()
+            raise
 
     def finish(self, module_key: Optional[str]) -> XprofResult:
         try:
@@ -108,9 +111,12 @@ class PendingXprof:
 
     def cancel(self) -> None:
         """Stop the child if it still runs, and remove the folder."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                self.proc.stdin.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
