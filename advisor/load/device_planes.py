@@ -45,7 +45,9 @@ class PlaneEvents:
         if not self._pieces:
             return (np.empty(0), np.empty(0), np.empty(0, dtype=bool), np.empty(0, dtype=bool),
                     np.empty(0, dtype=np.int64))
-        columns = tuple(np.concatenate([p[k] for p in self._pieces]) for k in range(5))
+        if len(self._pieces) > 1:      # joined once: summarize and kernel_starts both read them
+            self._pieces = [tuple(np.concatenate([p[k] for p in self._pieces]) for k in range(5))]
+        columns = self._pieces[0]
         if window is None:
             return columns
         inside = (columns[0] >= window[0]) & (columns[0] < window[1])

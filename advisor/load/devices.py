@@ -148,7 +148,7 @@ class _Overlap:
             for d in np.unique(device).tolist():
                 mine = device == d
                 waits.setdefault(d, []).append((starts[mine], ends[mine]))
-        for device, starts, ends, keys in self.device_ops.blocks((lo, hi) if np.isfinite([lo, hi]).any() else None):
+        for device, starts, ends, keys in self.device_ops.blocks((lo, hi)):
             if (device == device[0]).all():
                 parts.setdefault(int(device[0]), []).append((starts, ends, keys))
                 continue

@@ -184,7 +184,7 @@ class AllocatorEvents:
         for name, i in self.names.items():
             mine = inside & (which == i)
             if mine.any():
-                out[name] = [max(0, int(allocated[mine].max())), max(0, int(peak[mine].max())), int(mine.sum())]
+                out[name] = [int(allocated[mine].max()), int(peak[mine].max()), int(mine.sum())]
         return out
 
 

@@ -18,6 +18,7 @@ import numpy as np
 # execution on a device, an index into its places)
 COLUMNS = (np.float64, np.float64, np.float64, np.int64, np.int64)
 OP_BYTES = sum(np.dtype(t).itemsize for t in COLUMNS)
+_BEFORE = [sum(np.dtype(t).itemsize for t in COLUMNS[:k]) for k in range(len(COLUMNS))]   # bytes per op before column k
 BLOCK_OPS = 1 << 16                 # ops a line gathers before they become a block
 MEMORY_BUDGET = 16 << 20            # bytes of op columns kept in memory; the oldest blocks beyond go to disk
 
@@ -46,9 +47,6 @@ class OpStore:
         self._file = None
         self._in_memory: deque[Block] = deque()
         self._held = 0
-
-    def __len__(self) -> int:
-        return sum(b.n for b in self.blocks)
 
     @property
     def spilled_bytes(self) -> int:
@@ -100,8 +98,7 @@ class OpStore:
         column = np.empty(hi - lo, dtype=COLUMNS[k])
         if not len(column):
             return column
-        self._file.seek(block.offset + block.n * sum(np.dtype(t).itemsize for t in COLUMNS[:k])
-                        + lo * column.itemsize)
+        self._file.seek(block.offset + block.n * _BEFORE[k] + lo * column.itemsize)
         self._file.readinto(memoryview(column).cast("B"))
         return column
 

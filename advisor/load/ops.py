@@ -168,11 +168,16 @@ class LineOps:
                 self.acc.store.add(tuple(c[lo:lo + BLOCK_OPS] for c in columns), self.device, self.line)
             self.ready, self.ready_n = [], 0
 
-    def _gather(self) -> None:
-        """From here on the line is read whole: what it gave so far comes back from the store."""
+    def _finish_stream(self) -> None:
+        """No more ops come: the open ones close as they are, and everything goes to blocks."""
         self._settle(self.open, self.open_span[2])
+        self.open = np.empty(0, dtype=np.int64)
         self._release(self.count)
         self._flush()
+
+    def _gather(self) -> None:
+        """From here on the line is read whole: what it gave so far comes back from the store."""
+        self._finish_stream()
         self.whole = [(c[0], c[1], c[3], c[4]) for c in self.acc.store.take_line(self.line)]
 
     def close(self) -> None:
@@ -181,16 +186,11 @@ class LineOps:
                 starts, ends, keys, places = (np.concatenate([w[k] for w in self.whole]) for k in range(4))
                 order = np.argsort(starts, kind="stable")
                 starts, ends, keys, places = starts[order], ends[order], keys[order], places[order]
-                own = self_times(starts, ends)
-                for lo in range(0, len(starts), BLOCK_OPS):
-                    self.acc.store.add(tuple(c[lo:lo + BLOCK_OPS] for c in (starts, ends, own, keys, places)),
-                                       self.device, self.line)
+                self._ready((starts, ends, self_times(starts, ends), keys, places))
+                self._flush()
             self.whole = []
             return
-        self._settle(self.open, self.open_span[2])
-        self.open = np.empty(0, dtype=np.int64)
-        self._release(self.count)
-        self._flush()
+        self._finish_stream()
 
 
 class OpAccumulator:
@@ -235,11 +235,10 @@ class OpAccumulator:
         return key_of[inverse]
 
     def add_waits(self, starts: np.ndarray, durs: np.ndarray, places: np.ndarray) -> None:
-        """Waits for peers inside collectives, each in the place (execution, device) it waited in."""
-        order = np.argsort(starts, kind="stable")
-        starts, places = starts[order], places[order]
+        """Waits for peers inside collectives, each in the place (execution, device) it waited in
+        (the store sorts them by start)."""
         zeros = np.zeros(len(starts))
-        self.waits.add((starts, starts + durs[order], zeros, zeros.astype(np.int64), places), "", 0)
+        self.waits.add((starts, starts + durs, zeros, zeros.astype(np.int64), places), "", 0)
 
     def line(self, device: str = "") -> LineOps:
         """A line to add ops to chunk by chunk; `device` names the line's ops in the per-op
@@ -381,19 +380,21 @@ class DeviceOps:
         self.place_device = np.array([devices.id(device) for _, _, device in acc.places], dtype=np.int64)
         self.devices: list[str] = list(devices)
 
+    def _within(self, window: Optional[tuple[float, float]]) -> Optional[tuple[float, float]]:
+        """window, and the steps' window if one was asked."""
+        if window is None or self.window is None:
+            return window if window is not None else self.window
+        return max(window[0], self.window[0]), min(window[1], self.window[1])
+
     def blocks(self, window: Optional[tuple[float, float]] = None) -> Iterator[tuple[np.ndarray, ...]]:
         """(device index, start, end, op key) of each op, block by block; within `window` too."""
-        if window is not None and self.window is not None:
-            window = (max(window[0], self.window[0]), min(window[1], self.window[1]))
-        for _, (starts, ends, _, keys, places) in self.store.columns(window if window is not None else self.window):
+        for _, (starts, ends, _, keys, places) in self.store.columns(self._within(window)):
             if len(starts):
                 yield self.place_device[places], starts, ends, keys
 
     def waits(self, window: tuple[float, float]) -> Iterator[tuple[np.ndarray, ...]]:
         """(device index, start, end) of each wait for peers that starts in window (and the steps')."""
-        if self.window is not None:
-            window = (max(window[0], self.window[0]), min(window[1], self.window[1]))
-        for _, (starts, ends, _, _, places) in self.wait_store.columns(window):
+        for _, (starts, ends, _, _, places) in self.wait_store.columns(self._within(window)):
             if len(starts):
                 yield self.place_device[places], starts, ends
 

@@ -12,7 +12,8 @@ from typing import Optional
 from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
 from .columns import in_window
 from .device_planes import device_plane
-from .host_lines import CPU_EXECUTOR_PREFIXES, AllocatorEvents, Launches, allocator_peaks, cpu_op_line, h2d_transfer, host_pass
+from .host_lines import (CPU_EXECUTOR_PREFIXES, AllocatorEvents, Launches, allocator_peaks, cpu_op_line, h2d_transfer,
+                         host_pass)
 from .ops import NO_MODULE, DeviceOps, OpAccumulator
 from .steps import steps_from
 
