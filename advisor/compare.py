@@ -8,7 +8,8 @@ import statistics
 from typing import Any, Optional
 
 from .categories import categorize
-from .engine import Analysis, peak_memory
+from .engine import Analysis
+from .views.summary import peak_memory
 
 
 @dataclasses.dataclass

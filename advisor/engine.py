@@ -1,4 +1,4 @@
-"""Locate runs, load each, run the rules, and summarize: the pipeline behind every command.
+"""Locate runs, load each, run the rules: the pipeline behind every command (summaries: advisor/views).
 
 The unit of work is one run (`run_job`): it reads the run (fetching it first when it is under a URL),
 reduces it to the profile model and runs the rules, in this process, in worker processes
@@ -12,12 +12,12 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
-from . import __version__
 from .errors import AdvisorError
 from .findings import Finding, sort_key
 from .locate import RemoteRun, RunFiles, fetched, find_runs, find_units
-from .model import Profile, overlap_ns
+from .model import Profile
 from .rule import Rule
+from .views.summary import summarize
 
 
 @dataclasses.dataclass
@@ -298,151 +298,3 @@ def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
         if note not in profile.notes:
             profile.notes.append(note)
     return Analysis(profile=profile, findings=findings, summary=summarize(profile))
-
-
-def _device_summary(d, steps) -> dict[str, Any]:
-    out = {
-        "name": d.name,
-        "description": d.description,
-        "kernels": d.kernel_count,
-        "kernel_time_ms": round(d.kernel_ns / 1e6, 3),
-        "small_kernels": d.small_kernel_count,
-        "small_kernel_time_ms": round(d.small_kernel_ns / 1e6, 3),
-        "memcpys": d.memcpy_count,
-        "memcpy_time_ms": round(d.memcpy_ns / 1e6, 3),
-        "time_by_category_ms": {k: round(v / 1e6, 3) for k, v in sorted(d.time_by_category.items(),
-                                                                          key=lambda kv: -kv[1])},
-        "memory_bytes": d.memory_bytes,
-        "launches_matched": d.launches_matched,
-        "launch_delay_median_us": round(d.launch_delay_median_ns / 1e3, 3) if d.launch_delay_median_ns is not None
-        else None,
-    }
-    if steps:
-        total = sum(s.duration_ns for s in steps)
-        busy = sum(overlap_ns(d.busy, s.start_ns, s.end_ns) for s in steps)
-        out["busy_in_steps_ms"] = round(busy / 1e6, 3)
-        out["idle_in_steps_ms"] = round((total - busy) / 1e6, 3)
-    return out
-
-
-def _activity(d, slowest) -> dict[str, Any]:
-    """One device's figures per step (ms), as in `runs[].summary.devices`."""
-    return {
-        "name": d.name,
-        "host": d.host,
-        "compute_ms": round(d.compute_ns / 1e6, 3),
-        "collective_transfer_ms": round(d.transfer_ns / 1e6, 3),
-        "collective_wait_ms": round(d.wait_ns / 1e6, 3),
-        "collective_exposed_ms": round(d.exposed_ns / 1e6, 3),
-        "idle_ms": round(d.idle_ns / 1e6, 3),
-        "step_mean_ms": round(d.step_ns / 1e6, 3),
-        "steps": d.steps,
-        "collectives_ms": {k: round(v / 1e6, 3) for k, v in sorted(d.collectives.items(), key=lambda kv: -kv[1])},
-        "category_ms": {k: round(v / 1e6, 3) for k, v in d.time_by_category.items()},
-        "peak_memory_bytes": d.peak_bytes,
-        "slowest": d is slowest,
-    }
-
-
-def device_entries(profile: Profile) -> list[dict[str, Any]]:
-    """summary.devices: one entry per device of every host, its per-step figures, and on GPU/TPU
-    the plane's own facts (kernels, copies, categories) for the devices that were active."""
-    slowest = profile.slowest_device if len(profile.device_activity) > 1 else None
-    activity = {(d.host, d.name): _activity(d, slowest) for d in profile.device_activity}
-    first = profile.hosts[0].name if profile.hosts else ""
-    if not profile.devices:
-        return list(activity.values())
-    out = []
-    for d in profile.devices:
-        if d.active:
-            out.append({**_device_summary(d, profile.steps), **activity.pop((first, d.name), {"host": first})})
-    return out + list(activity.values())
-
-
-def collective_entries(profile: Profile) -> list[dict[str, Any]]:
-    """summary.collectives: each collective instruction of the step program that ran, per step on one
-    device (the mean over devices): executions, bytes each device moves (HLO operand shapes and replica
-    groups, ring), time, transfer and wait apart, and the algorithmic bandwidth of the transfer."""
-    devices = profile.device_activity
-    module = profile.modules.get(profile.step_module or "")
-    if module is None or not devices:
-        return []
-    steps = max(1, len(profile.steps))
-    first = profile.hosts[0].devices if profile.hosts else devices
-    counts = {o.name: o.count / steps / max(1, len(first)) for o in profile.ops if o.module == profile.step_module}
-    out = []
-    for op in sorted({op for d in devices for op in d.collectives}):
-        ins = module.instructions.get(op)
-        if ins is None:
-            continue
-        having = [d for d in devices if op in d.collectives]
-        time_ns = sum(d.collectives[op] for d in having) / len(having)
-        wait_ns = sum(d.collective_wait.get(op, 0.0) for d in having) / len(having)
-        per_step = counts.get(op, 1.0)
-        moved = ins.bytes_moved(len(devices)) * per_step
-        transfer = time_ns - wait_ns
-        out.append({"instruction": op, "opcode": ins.opcode, "per_step": round(per_step, 3),
-                    "bytes_per_device": int(moved), "time_ms": round(time_ns / 1e6, 3),
-                    "transfer_ms": round(transfer / 1e6, 3), "wait_ms": round(wait_ns / 1e6, 3),
-                    "algorithmic_gb_per_s": float(f"{moved / transfer:.4g}") if transfer > 0 else None})
-    return sorted(out, key=lambda c: -c["time_ms"])
-
-
-def peak_memory(profile: Profile) -> tuple[Optional[int], Optional[str]]:
-    """(bytes, where from): the one definition of peak memory analyze, compare and check share.
-
-    XLA's buffer assignment of the step program where the trace has it, else the device
-    allocator that held the most bytes during the trace (GPU/TPU), else unknown.
-    """
-    if profile.memory:
-        return profile.memory.peak_bytes, f"XLA buffer assignment of {profile.memory.module}"
-    device_allocators = [a for a in profile.allocators if a.allocator.startswith(("GPU_", "TPU_"))]
-    if device_allocators:
-        top = max(device_allocators, key=lambda a: a.peak_bytes)
-        return top.peak_bytes, f"allocator {top.allocator} (most bytes in use during the trace)"
-    return None, None
-
-
-def summarize(profile: Profile) -> dict[str, Any]:
-    steps = profile.steps
-    meta = profile.run_metadata
-    step_ns = profile.step_time_ns
-    durations = sorted(profile.step_durations_ns())
-    out: dict[str, Any] = {
-        "steps": len(steps),
-        "steps_from": ("step annotations" if steps[0].annotated else "executions of the step program")
-        if steps else None,
-        "step_time_ms": round(step_ns / 1e6, 3) if step_ns is not None else None,
-        "step_time_spread_ms": round((durations[-1] - durations[0]) / 1e6, 3) if len(durations) > 1 else None,
-        "step_module": profile.step_module,
-        # one device's share: the first host's op time over its devices that ran, never a sum over devices
-        "op_time_per_step_ms": round(profile.op_time_ns(profile.step_module) / max(len(steps), 1)
-                                     / max(1, len(profile.hosts[0].devices) if profile.hosts else 1) / 1e6, 3)
-        if profile.step_module else None,
-        "peak_memory_bytes": peak_memory(profile)[0],
-        "peak_memory_source": peak_memory(profile)[1],
-        "device_capacity_bytes": profile.device_capacity_bytes,
-        "modules": len(profile.modules),
-        "advisor_version": __version__,
-    }
-    if profile.devices or profile.device_activity:
-        out["devices"] = device_entries(profile)
-        slowest = profile.slowest_device if len(profile.device_activity) > 1 else None
-        out["slowest_device"] = {"name": slowest.name, "host": slowest.host} if slowest else None
-        out["collectives"] = collective_entries(profile)
-    if profile.devices:
-        out["devices_idle"] = [d.name for d in profile.devices if not d.active]
-    if profile.allocators:
-        out["allocators"] = [{"allocator": a.allocator, "peak_bytes": a.peak_bytes,
-                              "lifetime_peak_bytes": a.lifetime_peak_bytes, "events": a.events}
-                             for a in profile.allocators]
-    if profile.device_memory_profile:
-        out["device_memory_profile"] = [
-            {"kind": e.kind, "device": e.device, "bytes": e.bytes, "count": e.count,
-             "largest_sites": [{"site": site, "bytes": b} for site, b in e.sites]}
-            for e in profile.device_memory_profile]
-    if meta:
-        out["run"] = {k: meta.get(k) for k in ("workload", "preset", "backend", "device_kind", "num_params",
-                                               "compile_s", "step_wall_ms_median", "step_wall_ms")
-                      if meta.get(k) is not None}
-    return out
