@@ -239,6 +239,8 @@ def _findings(doc: dict, console: Console) -> None:
             console.print(f"    config:   {sets}", highlight=False)
         console.print(f"    expected: {rec['expected']['text']}", highlight=False)
         console.print(f"    cost:     {rec['cost']}", highlight=False)
+        if rec.get("checked"):
+            console.print(f"    checked:  {rec['checked']}: {rec['check']}", highlight=False)
         for c in f["evidence"].get("candidates", []) if f["rule"] == "out-of-memory" else []:
             change = " ".join(f"--set {k}={_value(v)}" for k, v in c["change"].items())
             est = mib(c["estimated_bytes"]) if c.get("estimated_bytes") else c.get("error", "?")
