@@ -523,6 +523,33 @@ def explain(rule_id, fmt):
     click.echo(rule.doc.strip())
 
 
+@main.command()
+@click.argument("logdir", type=click.Path(path_type=Path))
+@click.option("--port", type=click.IntRange(0, 65535), default=6007, show_default=True,
+              help="Port on 127.0.0.1 (0: any free port).")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Runs analyzed at once, each in a worker process.")
+@user_errors
+def serve(logdir, port, workers):
+    """Serve the Advisor pages of TensorBoard's Advisor tab for LOGDIR on localhost, without
+    TensorBoard: the runs newest first, each analyzed when opened (cached in ~/.cache/advisor)."""
+    from werkzeug.serving import make_server
+
+    from .tensorboard.app import AdvisorApp, wsgi
+    from .tensorboard.jobs import Jobs
+
+    if not logdir.is_dir():
+        raise AdvisorError(f"{logdir}: no such folder; give a TensorBoard logdir (a folder of profile runs)")
+    server = make_server("127.0.0.1", port, wsgi(AdvisorApp(logdir, profile_links=False, jobs=Jobs(workers))),
+                         threaded=True)
+    _err.print(f"advisor: serving {logdir} at http://127.0.0.1:{server.server_port}/ (Ctrl-C stops)",
+               markup=False)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
 def _check_output(fmt: str, output) -> None:
     if fmt == "html" and not output:
         raise AdvisorError("--format html writes a file: give --output FILE (e.g. --output report.html)")
