@@ -533,6 +533,9 @@ def explain(rule_id, fmt):
 def serve(logdir, port, workers):
     """Serve the Advisor pages of TensorBoard's Advisor tab for LOGDIR on localhost, without
     TensorBoard: the runs newest first, each analyzed when opened (cached in ~/.cache/advisor)."""
+    import logging
+    import socket
+
     from werkzeug.serving import make_server
 
     from .tensorboard.app import AdvisorApp, wsgi
@@ -540,9 +543,19 @@ def serve(logdir, port, workers):
 
     if not logdir.is_dir():
         raise AdvisorError(f"{logdir}: no such folder; give a TensorBoard logdir (a folder of profile runs)")
-    server = make_server("127.0.0.1", port, wsgi(AdvisorApp(logdir, profile_links=False, jobs=Jobs(workers))),
-                         threaded=True)
-    _err.print(f"advisor: serving {logdir} at http://127.0.0.1:{server.server_port}/ (Ctrl-C stops)",
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)   # no access log: request paths are data
+    sock = socket.socket()      # bound here: werkzeug would print its own lines and exit 1 on a taken port
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as err:
+        sock.close()
+        raise AdvisorError(f"127.0.0.1:{port}: {err.strerror or err}; choose another --port (0: any free one)")
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server = make_server("127.0.0.1", port,
+                         wsgi(AdvisorApp(logdir, profile_links=False, jobs=Jobs(workers))), threaded=True,
+                         fd=sock.fileno())
+    _err.print(f"advisor: serving {logdir} at http://127.0.0.1:{port}/ (Ctrl-C stops)",
                markup=False)
     try:
         server.serve_forever()
