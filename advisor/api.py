@@ -50,8 +50,9 @@ class Report:
         return render_report(self)
 
     def save_html(self, path: Union[str, Path]) -> Path:
+        from .outputs import write_text
         path = Path(path)
-        path.write_text(self.to_html(), encoding="utf-8")
+        write_text(path, self.to_html())
         return path
 
     def _repr_html_(self) -> str:

@@ -19,12 +19,14 @@ from rich.console import Console
 from . import __version__
 from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
+from .outputs import atomic_open, refuse_overwrite, write_text
+from .report.escape import terminal, visible
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _fail(message: str) -> None:
-    click.echo(f"advisor: error: {message}", err=True)
+    click.echo(f"advisor: error: {visible(message)}", err=True)
     sys.exit(EXIT_USAGE)
 
 
@@ -79,7 +81,7 @@ def resolve_rule_settings(select, ignore, option, device_memory):
 def _progress(enabled: bool):
     if not enabled:
         return lambda msg: None
-    return lambda msg: _err.print(f"[dim]advisor:[/dim] {msg}")
+    return lambda msg: _err.print(terminal("advisor:", "dim") + " " + terminal(msg))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -127,6 +129,7 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
     from .engine import default_jobs
 
     _check_output(fmt, output)
+    refuse_overwrite({"--output": output}, [path])
     if ray_address and engine != "ray":
         raise AdvisorError("--ray-address joins a Ray cluster: give --engine ray too")
     from .settings import parse_steps_flag
@@ -146,7 +149,7 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
         failed = _analyze_docs(path, fmt, output, rules, options, capacity, progress, run_options)
     if failed:
         for f in failed:
-            _err.print(f"advisor: not analyzed: {f['reason']}", markup=False)
+            _err.print(terminal(f"advisor: not analyzed: {f['reason']}"))
         sys.exit(EXIT_SOME_RUNS_FAILED)
 
 
@@ -160,14 +163,14 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
     if fmt == "jsonl":
         from .report.json_report import jsonl_line
 
-        with (open(output, "w", encoding="utf-8") if output else contextlib.nullcontext(None)) as fh:
+        with (atomic_open(output) if output else contextlib.nullcontext(None)) as fh:
             for result in results:
                 item = result.to_json() if isinstance(result, RunFailure) else result
                 if isinstance(result, RunFailure):
                     failed.append(item)
                 click.echo(jsonl_line(item, path), file=fh)
         if output:
-            _err.print(f"advisor: report written to {output}", markup=False)
+            _err.print(terminal(f"advisor: report written to {output}"))
         return failed
     for result in results:
         if isinstance(result, RunFailure):
@@ -179,9 +182,9 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
         _write(output, render(docs, path, "analyze", failed=failed))
     elif output:
         from .report.text import render
-        with open(output, "w", encoding="utf-8") as fh:
+        with atomic_open(output) as fh:
             render(docs, Console(file=fh, highlight=False, soft_wrap=True, width=160), failed, path)
-        _err.print(f"advisor: report written to {output}", markup=False)
+        _err.print(terminal(f"advisor: report written to {output}"))
     else:
         from .report.text import render
         render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160), failed,
@@ -283,6 +286,7 @@ def compare_cmd(base, new, fmt, output):
     from .engine import analyze_path
 
     _check_output(fmt, output)
+    refuse_overwrite({"--output": output}, [base, new])
     pairs = match_runs(analyze_path(base), analyze_path(new), base, new)
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
@@ -368,6 +372,10 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
         raise AdvisorError("--base-python times the base side by running it: give --workload NAME too")
     if not baseline and not write_baseline and not base_python:
         raise AdvisorError("give --baseline FILE to compare with, or --write-baseline FILE to create one")
+    refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out, "--write-baseline": write_baseline},
+                     [path])
+    # --write-baseline onto --baseline updates it (read first, replaced whole): the other outputs never
+    refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out}, [baseline])
     step_budget = parse_percent(max_step_time_regression, "--max-step-time-regression")
     memory_budget = parse_percent(max_memory_regression, "--max-memory-regression")
     base, base_workload = read_baseline_doc(baseline) if baseline else (None, None)
@@ -410,7 +418,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                                    "what could be read")
             if write_baseline:
                 save_baseline(write_baseline, analysis, workload_info)
-                _err.print(f"advisor: baseline written to {write_baseline}")
+                _err.print(terminal(f"advisor: baseline written to {write_baseline}"))
                 if not base and not workers:
                     sys.exit(0)
             if workers:
@@ -570,8 +578,8 @@ def _check_output(fmt: str, output) -> None:
 
 def _write(output, text: str) -> None:
     if output:
-        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        _err.print(f"advisor: report written to {output}", markup=False)
+        write_text(output, text if text.endswith("\n") else text + "\n")
+        _err.print(terminal(f"advisor: report written to {output}"))
     else:
         click.echo(text)
 
@@ -583,11 +591,11 @@ def _emit(report, fmt: str, output) -> None:
     elif fmt == "json":
         _write(output, report.to_json())
     elif output:
-        with open(output, "w", encoding="utf-8") as fh:
+        with atomic_open(output) as fh:
             from .report.text import render
             render([a.to_json() for a in report.runs], Console(file=fh, highlight=False, soft_wrap=True, width=160),
                    [f.to_json() for f in report.failed], report.read_from)
-        _err.print(f"advisor: report written to {output}", markup=False)
+        _err.print(terminal(f"advisor: report written to {output}"))
     else:
         _print(report.runs, fmt, report.read_from, report.command, report.failed)
 

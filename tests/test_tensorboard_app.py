@@ -17,12 +17,13 @@ from werkzeug.test import Client
 
 from conftest import FIXTURES, analyze_json, cli
 
+from advisor.report import escape
 from advisor.tensorboard import cache
 from advisor.tensorboard.app import AdvisorApp, wsgi
 from advisor.tensorboard.links import finding_links
 from advisor.tensorboard.runs import has_runs, list_runs
 
-HOSTILE = '<img src=x onerror="alert(1)">&amp;'
+HOSTILE = '<img src=x onerror="alert(1)">&amp;\x1b[31m'     # markup, an entity, a terminal escape
 
 
 def _copy_run(fixture: str, dest: Path, mtime: float) -> Path:
@@ -103,7 +104,7 @@ def test_the_list_reads_nothing_and_escapes_names(client, logdir, cache_dir):
     page = client.get("/index.html").text
     assert "3 profile run(s), newest first" in page
     assert page.index(html.escape(remat)) < page.index(html.escape(scan))
-    assert HOSTILE not in page and html.escape(HOSTILE) in page
+    assert HOSTILE not in page and escape.html(HOSTILE) in page and "\x1b" not in page
     assert "<script>" not in page and 'src="advisor.js"' in page      # no inline script (CSP)
     assert not list(cache_dir.rglob("*.json"))                        # listing analyzed nothing
     assert _snapshot(root) == before

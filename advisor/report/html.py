@@ -5,12 +5,12 @@ this module only formats and draws them. Every chart has a table with its number
 
 from __future__ import annotations
 
-import html
 import io
 import json
 from typing import Any, Optional
 
 from ..units import mib
+from . import escape
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;max-width:1100px;
@@ -38,7 +38,7 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}
 
 
 def _e(x: Any) -> str:
-    return html.escape(str(x))
+    return escape.html(x)
 
 
 def _svg(fig) -> str:
@@ -59,9 +59,9 @@ def _barh(labels: list[str], values: list[float], unit: str, title: str, color: 
     fig, ax = _figure(6.0, 0.35 * len(labels) + 0.9)
     y = list(range(len(labels)))[::-1]
     ax.barh(y, values, color=color)
-    ax.set_yticks(y, [lab if len(lab) < 48 else lab[:45] + "…" for lab in labels])
+    ax.set_yticks(y, [escape.mathtext(lab if len(lab) < 48 else lab[:45] + "…") for lab in labels])
     ax.set_xlabel(unit)
-    ax.set_title(title, loc="left")
+    ax.set_title(escape.mathtext(title), loc="left")
     for yi, v in zip(y, values):
         ax.text(v, yi, f" {v:,.2f}", va="center", fontsize=8)
     return _svg(fig)
@@ -121,7 +121,7 @@ def _verified(rule: str, v: dict) -> str:
     for i, (name, before, after) in enumerate(rows):
         ax = fig.add_subplot(1, 2, i + 1)
         ax.bar(["before", "after"], [before or 0, after or 0], color=["#9aa5b1", "#27ae60"])
-        ax.set_title(name, fontsize=9)
+        ax.set_title(escape.mathtext(name), fontsize=9)
     verdict = "improved" if v.get("improved") else "not improved"
     return _chart(_svg(fig), _table(["measure", "before", "after"], rows, f"verify of {rule}: {verdict}"),
                   f"verify {rule}: before and after")
@@ -200,7 +200,7 @@ def _device_chart(summary: dict) -> list[str]:
         values = [d[key] for d in devices]
         ax.barh(y, values, left=left, color=color, label=name)
         left = [a + b for a, b in zip(left, values)]
-    ax.set_yticks(y, labels)
+    ax.set_yticks(y, [escape.mathtext(lab) for lab in labels])
     per = "ms per step" if all(d.get("steps") for d in devices) else "ms over the traced window"
     ax.set_xlabel(per)
     ax.legend(fontsize=7, loc="lower right")
@@ -320,7 +320,7 @@ def _compare_section(name: str, c) -> str:
     y = list(range(len(cats)))[::-1]
     ax.barh([v + 0.2 for v in y], b, height=0.4, color="#9aa5b1", label="base")
     ax.barh([v - 0.2 for v in y], n, height=0.4, color="#2e86c1", label="new")
-    ax.set_yticks(y, cats)
+    ax.set_yticks(y, [escape.mathtext(k) for k in cats])
     ax.set_xlabel("ms per step")
     ax.legend()
     ax.set_title("op time by category: base and new", loc="left")

@@ -9,7 +9,6 @@ a trace: it looks up the cache or starts a worker.
 from __future__ import annotations
 
 import datetime
-import html
 import json
 from pathlib import Path
 from typing import Callable, Optional
@@ -17,6 +16,7 @@ from typing import Callable, Optional
 from werkzeug.wrappers import Request, Response
 
 from .. import __version__
+from ..report import escape
 from ..report.html import CSS, head, run_section
 from ..units import mib
 from . import assets, cache
@@ -29,7 +29,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
 
 
 def _e(x) -> str:
-    return html.escape(str(x))
+    return escape.html(x)
 
 
 class AdvisorApp:
@@ -167,7 +167,7 @@ class AdvisorApp:
 
 def _q(text: str) -> str:
     import urllib.parse
-    return html.escape(urllib.parse.quote(text, safe=""))
+    return escape.html(urllib.parse.quote(text, safe="", errors="surrogateescape"))
 
 
 def _when(mtime: float) -> str:

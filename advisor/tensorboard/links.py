@@ -56,7 +56,7 @@ def profile_url(run: str, tool: str, host: Optional[str] = None, module: Optiona
         params["moduleName"] = module
     if op:
         params["opName"] = op
-    return "?" + urllib.parse.urlencode(params) + "#profile"
+    return "?" + urllib.parse.urlencode(params, errors="surrogateescape") + "#profile"
 
 
 def finding_links(finding: dict, run: str, hosts: list[str], step_module: Optional[str]) -> list[Link]:
