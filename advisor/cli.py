@@ -41,6 +41,9 @@ def user_errors(fn):
             _fail(str(err))
         except OSError as err:
             _fail(os_error_line(err))
+        except KeyboardInterrupt:
+            from .cleanup import interrupted
+            interrupted()
     return wrapper
 
 
@@ -360,8 +363,8 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     Markdown summary to $GITHUB_STEP_SUMMARY.
     """
     import os
-    import tempfile
 
+    from . import cleanup
     from .check import StepTimeEvidence, parse_percent, read_baseline_doc, run_check, save_baseline
     from .engine import analyze_path
     from .timing import confirm, measure, remeasure, start_sides
@@ -385,7 +388,9 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     workers = []
     progress = _progress(True)
     try:
-        with tempfile.TemporaryDirectory(prefix="advisor-check-") as tmp:
+        with contextlib.ExitStack() as stack:
+            tmp = cleanup.mkdtemp("check")
+            stack.callback(cleanup.remove, tmp)
             if workload:
                 from advisor import workloads
                 from .runner import profile_workload
@@ -614,5 +619,15 @@ def _print_docs(docs: list[dict], fmt: str, read_from: str, command: str = "anal
                list(failed), read_from)
 
 
+def entry() -> None:
+    """The `advisor` program: signals end it cleanly (exit 128+N, temporary folders removed), and the
+    folders of advisor runs killed outright (SIGKILL) before they could clean up are swept first.
+    Not in `main`, which tests and other programs call in their own process."""
+    from . import cleanup
+    cleanup.install_signal_handlers(sigint=True)
+    cleanup.sweep()
+    main(prog_name="advisor")
+
+
 if __name__ == "__main__":
-    main()
+    entry()

@@ -105,3 +105,48 @@ def test_budgets_must_be_finite_and_positive(run, tmp_path, budget):
     baseline = tmp_path / "b.json"
     assert cli("check", run, "--write-baseline", baseline).returncode == 0
     one_line(cli("check", run, "--baseline", baseline, "--max-memory-regression", budget))
+
+
+@pytest.mark.parametrize("config,words", [
+    ("[tool.advisor]\nselect = 5\n", "select = 5"),
+    ("[tool.advisor]\nignore = [1, 2]\n", "ignore = [1, 2]"),
+    ("[tool.advisor]\noptions = 'x'\n", "options = 'x'"),
+    ("[tool.advisor.options]\nhost-bound = 3\n", "options ="),
+    ("[tool.advisor]\n\"host-bound.min_idle_share\" = \"lots\"\n", "host-bound.min_idle_share: 'lots'"),
+    ("[tool.advisor]\n\"host-bound.min_idle_share\" = [1]\n", "host-bound.min_idle_share: [1]"),
+    ("[tool.advisor]\n\"host-bound.min_idle_share\" = nan\n", "host-bound.min_idle_share: nan"),
+    ("[tool.advisor]\n\"missing-remat.min_bytes\" = -5\n", "missing-remat.min_bytes: -5"),
+    ("[tool.advisor]\n\"missing-remat.min_bytes\" = true\n", "missing-remat.min_bytes: True"),
+    ("tool = 5\n", None), ("[tool]\nadvisor = 5\n", "expected a table"),
+    ("[tool.advisor]\nselect = \"\xff\"\n".encode("latin-1"), "cannot read it"),
+])
+def test_a_badly_typed_config_names_key_value_and_what_was_expected(tmp_path, config, words):
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(config if isinstance(config, bytes) else config.encode())
+    proc = cli("analyze", SCAN, "--format", "json", cwd=tmp_path)
+    if words is None:       # no [tool.advisor]: nothing to read
+        assert proc.returncode == 0, proc.stderr
+        return
+    assert words in one_line(proc)
+
+
+@pytest.mark.parametrize("option", ["host-bound.min_idle_share=nan", "host-bound.min_idle_share=inf",
+                                    "missing-remat.min_bytes=-1", "missing-remat.min_bytes=lots"])
+def test_a_bad_option_value_is_one_line(option):
+    assert option.split("=")[0] in one_line(cli("analyze", SCAN, "--option", option))
+
+
+def test_sizes_read_as_kubernetes_writes_them():
+    from advisor.settings import parse_size
+    assert parse_size("16G") == parse_size("16GB") == 16e9
+    assert parse_size("16Gi") == parse_size("16GiB") == 16 * 2**30
+    with pytest.raises(ValueError):
+        parse_size("1e999GB")
+
+
+@pytest.mark.parametrize("limit", [-5, 0, True, float("nan"), float("inf"), "lots", [1]])
+def test_preflight_refuses_a_memory_limit_that_is_not_a_size(limit):
+    from advisor.api import _size
+    from advisor.errors import AdvisorError
+    with pytest.raises(AdvisorError, match="memory_limit"):
+        _size(limit, "memory_limit")
