@@ -230,3 +230,11 @@ def test_cache_key_follows_the_run_files(logdir, tmp_path):
     assert cache.run_key(find_runs(run)[0]) == key
     os.utime(run / "vm.xplane.pb", (1, 1))
     assert cache.run_key(find_runs(run)[0]) != key
+
+
+def test_an_unreadable_run_says_why_and_the_page_keeps_working(tmp_path, cache_dir):
+    run = tmp_path / "plugins" / "profile" / "broken"
+    run.mkdir(parents=True)
+    (run / "vm.xplane.pb").write_bytes(b"\x0a\xff\xff\xff\x0f garbage")
+    page = _open(Client(wsgi(AdvisorApp(tmp_path))), "run=broken")
+    assert "Could not analyze <code>broken</code>" in page and "Traceback" not in page

@@ -1,16 +1,19 @@
 """Analyses on demand: each in a worker child process (`worker.py`), started and watched by a
-thread, so a request only looks up a state; at most `workers` children at once, the rest queued."""
+thread, so a request only looks up a state; at most `workers` children at once, the rest queued.
+The threads are daemons and the children are ended at exit: stopping TensorBoard never waits for
+an analysis."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import queue
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from . import cache
@@ -18,9 +21,28 @@ from . import cache
 
 class Jobs:
     def __init__(self, workers: int = 1):
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="advisor-job")
+        self._queue: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._state: dict[str, dict] = {}     # key -> {"state", "stage", "started", "error"}
+        self._children: set[subprocess.Popen] = set()
+        for i in range(workers):
+            threading.Thread(target=self._serve, name=f"advisor-job-{i}", daemon=True).start()
+        atexit.register(self.stop)
+
+    def _serve(self) -> None:
+        while True:
+            key, kind, args = self._queue.get()
+            try:
+                self._run(key, kind, args)
+            except Exception as err:  # noqa: BLE001 - a job's failure is its state, never the thread's end
+                self._set(key, state="failed", error=f"{type(err).__name__}: {err}")
+
+    def stop(self) -> None:
+        """End the running children (their analyses are lost, not half-written: see cache.write)."""
+        with self._lock:
+            children = list(self._children)
+        for child in children:
+            child.terminate()
 
     def status(self, key: str) -> dict:
         """{"state": "done"|"queued"|"running"|"failed"|"none", "stage", "elapsed_s", "error"}."""
@@ -33,12 +55,11 @@ class Jobs:
         return st
 
     def submit(self, key: str, kind: str, *args: str) -> dict:
-        """Start the job unless it is done or under way; returns its status."""
+        """Start the job unless it is done, under way, or failed (until `forget_failure`); its status."""
         with self._lock:
-            busy = key in self._state and self._state[key]["state"] in ("queued", "running")
-            if not busy and not cache.path_for(key).is_file():
+            if key not in self._state and not cache.path_for(key).is_file():
                 self._state[key] = {"state": "queued", "stage": "waiting for a worker"}
-                self._pool.submit(self._run, key, kind, args)
+                self._queue.put((key, kind, args))
         return self.status(key)
 
     def _set(self, key: str, **kw) -> None:
@@ -56,7 +77,13 @@ class Jobs:
             except OSError as err:
                 self._set(key, state="failed", error=f"could not start the worker: {err}")
                 return
-            self._watch(key, child, log)
+            with self._lock:
+                self._children.add(child)
+            try:
+                self._watch(key, child, log)
+            finally:
+                with self._lock:
+                    self._children.discard(child)
 
     def _watch(self, key: str, child: subprocess.Popen, log) -> None:
         error: Optional[str] = None
@@ -70,6 +97,7 @@ class Jobs:
             elif "stage" in msg:
                 self._set(key, stage=msg["stage"])
         child.wait()
+        child.stdout.close()
         log.seek(0)
         stderr = log.read()
         if child.returncode == 0 and cache.path_for(key).is_file():

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 from tensorboard.plugins import base_plugin
 
 from .app import AdvisorApp
@@ -18,13 +20,16 @@ class AdvisorPlugin(base_plugin.TBPlugin):
         self._logdir = context.logdir
         self._app = AdvisorApp(context.logdir) if context.logdir else None
         self._active = False
+        self._checked = float("-inf")
 
     def get_plugin_apps(self):
         return self._app.routes() if self._app else {}
 
     def is_active(self) -> bool:
-        # Once true, stays true (TensorBoard asks on every page load; a run is not unrecorded).
-        if not self._active and self._logdir:
+        # TensorBoard asks on every page load: once true it stays true (a run is not unrecorded);
+        # while false, the logdir is walked again at most every 5 s.
+        if not self._active and self._logdir and time.monotonic() - self._checked > 5:
+            self._checked = time.monotonic()
             self._active = has_runs(self._logdir)
         return self._active
 

@@ -23,8 +23,12 @@ def analyze(key: str, run_dir: str) -> dict:
     from ..report.html import figures
     from . import cache
 
-    _say(stage="reading the trace")
+    from ..units import mib
+
     runs = find_runs(Path(run_dir))
+    size = sum(p.stat().st_size for p in runs[0].host_files)
+    hosts = len(runs[0].host_files)
+    _say(stage=f"reading the trace ({mib(size)}, {hosts} host{'s' if hosts > 1 else ''})")
     result = run_job(runs[0], Job())[0]
     if not hasattr(result, "profile"):        # a RunFailure: the run could not be read
         doc = {"failed": result.to_json()}
