@@ -4,6 +4,9 @@ MIB = 1024 * 1024
 
 
 def mib(nbytes: float) -> str:
+    """MiB to one decimal; under 0.05 MiB (which would print as 0.0 MiB) in KiB."""
+    if 0 < abs(nbytes) < 0.05 * MIB:
+        return f"{nbytes / 1024:,.1f} KiB"
     return f"{nbytes / MIB:,.1f} MiB"
 
 
