@@ -8,7 +8,8 @@ import sysconfig
 from typing import Optional
 
 from ..model import HloModule, Instruction, Loop, SourceLine, collective_kind
-from .hlo_proto import ELEMENT_TYPES, TUPLE, HloProto
+from .element_types import ELEMENT_TYPES, TUPLE
+from .hlo_proto import HloProto
 
 # Frames in these packages are the libraries', not the user's: attribution skips them.
 _LIBRARY_PARTS = ("/jax/", "/jaxlib/", "/flax/", "/optax/", "/orbax/", "/chex/", "/importlib/")
