@@ -12,7 +12,9 @@ def mib(nbytes: float) -> str:
 
 def size(nbytes: float) -> str:
     """MiB from 1 MiB up, KiB below: small collectives and buffers keep their digits."""
-    return mib(nbytes) if nbytes >= MIB else f"{nbytes / 1024:,.1f} KiB"
+    if nbytes >= MIB:
+        return mib(nbytes)
+    return f"{nbytes / 1024:,.1f} KiB" if nbytes >= 1024 else f"{int(nbytes)} B"
 
 
 def ms(ns: float) -> str:

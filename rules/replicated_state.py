@@ -136,7 +136,7 @@ def _partial(profile: Profile, module, view, min_state_bytes: int, min_share: fl
     over = ", ".join(state.replicated_over)
     gathers = [r for r in view.collectives if r.role == "gradient-sync" and r.axis == state.data_axis]
     all_reduce = sum(r.bytes_per_step for r in gathers)
-    remedy = Remedy(Kind.FSDP, "state")
+    remedy = Remedy(Kind.FSDP, "data_axis")
     text, config = advice(profile, remedy, f"shard the parameters and optimizer state over the {state.data_axis} axis "
                                            f"too (FSDP over {state.data_axis}, keeping the {split} split): "
                                            "--set parallel.fsdp=true")

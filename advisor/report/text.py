@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import mib, size
+from . import parallelism_text
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _SEVERITIES = ("error", "warning", "info")
@@ -173,6 +174,7 @@ def _summary(doc: dict, console: Console) -> None:
                     table.add_row("", f"{mib(site['bytes'])} allocated at {site['site']}")
     console.print(table)
     _device_table(doc, console)
+    parallelism_text.render(doc, console)
     for note in doc.get("notes", []):
         console.print(Text(f"note: {note}", style="dim"))
 

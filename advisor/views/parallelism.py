@@ -232,7 +232,7 @@ def _infer_axes(collectives: list[Instruction], n: int) -> list[Axis]:
 
 def _composite(size: int, stride: int, kept: set[tuple[int, int]]) -> bool:
     """Whether (size, stride) is several kept axes together."""
-    if size == 1:
+    if size == 1 or (size, stride) in kept:
         return True
     for k_size, k_stride in kept:
         if k_stride == stride and size % k_size == 0 and k_size < size:
