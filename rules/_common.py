@@ -51,11 +51,12 @@ def weight_dims(profile: Profile) -> frozenset:
     return frozenset(parallelism.state_dims(module)) if module is not None else frozenset()
 
 
-def weight_shaped(profile: Profile, shape: str, weights: Optional[frozenset] = None) -> bool:
-    """A buffer shaped like a weight or a stack of them (per-example gradients, stacked stage weights)."""
+def weight_shaped(profile: Profile, shape: str, weights: Optional[frozenset] = None, gradient: bool = False) -> bool:
+    """A buffer shaped like a weight (a stage's slice, a gathered copy), or, for a gradient (made by
+    the backward pass), a stack of them (per-example gradients)."""
     from advisor.views.parallelism import weight_like
 
-    return weight_like(dims(shape), weight_dims(profile) if weights is None else weights)
+    return weight_like(dims(shape), weight_dims(profile) if weights is None else weights, gradient)
 
 
 def activations(profile: Profile, saved_only: bool = False) -> list[Buffer]:
@@ -70,15 +71,18 @@ def activations(profile: Profile, saved_only: bool = False) -> list[Buffer]:
     if profile.memory is None:
         return []
     module = profile.modules.get(profile.step_module or "")
+    from advisor.views.parallelism import makes_gradients
+
     inputs = parameter_shapes(profile)
     weights = weight_dims(profile)
+    training = is_training_step(profile)
     out = []
     for b in profile.memory.buffers:
         if b.group != "Temporary" or b.shape in inputs or len(dims(b.shape)) < 2:
             continue
-        if weight_shaped(profile, b.shape, weights):
-            continue
         ins = module.instructions.get(b.instruction) if module else None
+        if weight_shaped(profile, b.shape, weights, gradient=makes_gradients(ins, training)):
+            continue
         if saved_only and ins is not None and is_backward(ins.op_name):
             continue
         out.append(b)

@@ -170,7 +170,8 @@ def test_axes_inferred_from_groups_alone():
 def test_weight_like_shapes():
     weights = {(256, 256), (2, 256, 256)}
     assert weight_like((1, 256, 256), weights)          # a stage's [1, ...] slice
-    assert weight_like((64, 256, 256), weights)         # per-example gradients
+    assert weight_like((64, 256, 256), weights, gradient=True)      # per-example gradients
+    assert not weight_like((64, 256, 256), weights)     # a forward [batch, *weight] is an activation
     assert not weight_like((16, 256), weights)          # a microbatch's activations
     assert not weight_like((256,), weights)
 

@@ -259,8 +259,11 @@ def _squeeze(dims: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _with_suffixes(dims: tuple[int, ...]) -> set[tuple[int, ...]]:
+    """A weight's dims, and for a stack of weights (rank 3 or more: stages, layers) each trailing slice."""
     d = _squeeze(dims)
-    return {d[i:] for i in range(len(d) - 1)} if len(d) >= 2 else set()
+    if len(d) < 2:
+        return set()
+    return {d[i:] for i in range(len(d) - 1)} if len(d) >= 3 else {d}
 
 
 def state_dims(module: HloModule) -> set[tuple[int, ...]]:
@@ -281,13 +284,30 @@ def _gathered_dims(module: HloModule, roles: dict[str, str]) -> set[tuple[int, .
     return out
 
 
-def weight_like(dims: tuple[int, ...], weights) -> bool:
-    """Shaped like a weight: a parameter (or a slice, a gathered copy) or a stack of them with
-    one leading dimension more (per-example gradients, per-stage or per-layer stacks)."""
+def weight_like(dims: tuple[int, ...], weights, gradient: bool = False) -> bool:
+    """Shaped like a weight: a parameter (or a slice of a stacked one, a gathered copy); for a
+    gradient (`gradient`: made by the backward pass) also a stack of them with one leading
+    dimension more (per-example gradients). A forward buffer [batch, *weight] is an activation
+    (e.g. [B, T, D] beside a [T, D] position embedding)."""
     d = _squeeze(tuple(dims))
     if len(d) < 2:
         return False
-    return d in weights or (len(d) >= 3 and _squeeze(d[1:]) in weights)
+    return d in weights or (gradient and len(d) >= 3 and _squeeze(d[1:]) in weights)
+
+
+_RECOMPUTED = ("rematted_computation", "checkpoint")
+
+
+def makes_gradients(ins: Optional[Instruction], training: bool) -> bool:
+    """Whether an instruction computes gradients (or works on them): the backward pass's own ops
+    (JAX's `transpose(...)`, not the forward recomputed there under remat), or, in a training step,
+    ops outside differentiation altogether (gradient clipping, the optimizer)."""
+    if ins is None:
+        return False
+    name = ins.op_name
+    if "transpose(" in name:
+        return not any(k in name for k in _RECOMPUTED)
+    return training and "jvp(" not in name
 
 
 def _role(ins: Instruction, module: HloModule, weights, schedule: set[str]) -> str:
@@ -476,6 +496,7 @@ def _memory_by_kind(profile: Profile, module: HloModule, roles, weights) -> dict
     memory = profile.memory
     if memory is None:
         return {}
+    training = any("transpose(" in i.op_name for i in module.instructions.values())
     out = dict.fromkeys(("state", "inputs", "gathered_weights", "gradients", "activations", "outputs",
                          "temporaries"), 0)
     for b in memory.buffers:
@@ -487,7 +508,8 @@ def _memory_by_kind(profile: Profile, module: HloModule, roles, weights) -> dict
             kind = "outputs"
         elif ins is not None and roles.get(ins.name) == "fsdp-gather":
             kind = "gathered_weights"
-        elif weight_like(dims, weights):    # forward: gathered or sliced weights; backward: their gradients
+        elif weight_like(dims, weights, gradient=makes_gradients(ins, training)):
+            # forward: gathered or sliced weights; backward: their gradients
             kind = "gradients" if ins is None or "transpose(" in ins.op_name else "gathered_weights"
         elif ins is not None and len(_squeeze(dims)) >= 2 and "transpose(" not in ins.op_name:
             kind = "activations"
