@@ -30,9 +30,11 @@ def _stamp(path: Optional[Path]) -> Optional[list]:
     return [str(path.resolve()), st.st_size, st.st_mtime_ns]
 
 
-def run_key(run: RunFiles) -> str:
-    """Changes when any file of the run changes (path, size, modification time) or advisor does."""
-    parts = [__version__, [_stamp(p) for p in run.host_files], _stamp(run.memory_profile), _stamp(run.run_metadata)]
+def run_key(run: RunFiles, settings: str = "{}") -> str:
+    """Changes when any file of the run changes (path, size, modification time), when advisor does,
+    or the project's rule settings (a JSON string)."""
+    parts = [__version__, [_stamp(p) for p in run.host_files], _stamp(run.memory_profile), _stamp(run.run_metadata),
+             settings]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 
