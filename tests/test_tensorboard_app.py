@@ -250,3 +250,22 @@ def test_the_projects_rule_settings_apply_as_in_advisor_analyze(tmp_path, logdir
     (tmp_path / "pyproject.toml").write_text('[tool.advisor]\nignore = ["no-such-rule"]\n')
     page = Client(wsgi(AdvisorApp(root))).get("/index.html").text
     assert "unknown rule id" in page and "every rule runs with its defaults" in page
+
+
+def test_serve_answers_only_requests_for_this_machine(logdir, cache_dir):
+    served = Client(wsgi(AdvisorApp(logdir[0], profile_links=False)))
+    assert served.get("/index.html", headers={"Host": "127.0.0.1:6007"}).status_code == 200
+    assert served.get("/index.html", headers={"Host": "localhost"}).status_code == 200
+    assert served.get("/index.html", headers={"Host": "[::1]:6007"}).status_code == 200
+    assert served.get("/runs", headers={"Host": "evil.example:6007"}).status_code == 403
+
+
+def test_the_cache_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path))
+    for i, key in enumerate(["old", "mid", "new"]):
+        cache.write(key, {"x": "y" * 1000})
+        os.utime(cache.path_for(key), (1_000 + i, 1_000 + i))
+    cache.read("old")                     # used now: kept over "mid"
+    cache.trim(2_500)
+    assert cache.path_for("old").is_file() and cache.path_for("new").is_file()
+    assert not cache.path_for("mid").is_file()

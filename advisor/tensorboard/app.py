@@ -204,11 +204,20 @@ def _respond(body: str, mimetype: str, status: int = 200) -> Response:
     return r
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
 def wsgi(app: AdvisorApp) -> Callable:
-    """The routes as one WSGI application at the root (for `advisor serve`): / goes to index.html."""
+    """The routes as one WSGI application at the root (for `advisor serve`): / goes to index.html.
+    Only requests addressed to this machine by name are served (a page elsewhere that rebinds its
+    own host name to 127.0.0.1 gets a 403, not the reports)."""
     routes = app.routes()
 
     def application(environ, start_response):
+        host = environ.get("HTTP_HOST") or ""
+        if (host if host.endswith("]") else host.rsplit(":", 1)[0]) not in LOCAL_HOSTS:
+            return _respond("forbidden: serve is for this machine only (open http://127.0.0.1:PORT/)",
+                            "text/plain", 403)(environ, start_response)
         path = environ.get("PATH_INFO") or "/"
         if path == "/":
             return Response(status=302, headers={"Location": "index.html"})(environ, start_response)
