@@ -154,6 +154,6 @@ def summarize(profile: Profile) -> dict[str, Any]:
             for e in profile.device_memory_profile]
     if meta:
         out["run"] = {k: meta.get(k) for k in ("workload", "preset", "backend", "device_kind", "num_params",
-                                               "compile_s", "step_wall_ms_median", "step_wall_ms")
+                                               "compile_s", "compile_cache", "step_wall_ms_median", "step_wall_ms")
                       if meta.get(k) is not None}
     return out
