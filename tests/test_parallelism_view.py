@@ -248,10 +248,12 @@ def test_text_report_keeps_names_as_data(run):
     from advisor.report.parallelism_text import render
 
     doc = run("parallel_3d").to_json()
-    doc["summary"]["parallelism"]["mesh"]["axes"][0]["name"] = "[bold red]dp[/]"
+    doc["summary"]["parallelism"]["mesh"]["axes"][0]["name"] = "[bold red]dp[/]\x1b[2J"
+    doc["summary"]["parallelism"]["collectives"][0]["axis"] = "[link=x]t[/link]"
     out = io.StringIO()
     render(doc, Console(file=out, width=160))
-    assert "[bold red]dp[/]" in out.getvalue()
+    assert "[bold red]dp[/]\\x1b[2J" in out.getvalue() and "\x1b" not in out.getvalue()
+    assert "[link=x]t[/link]" in out.getvalue()
 
 
 def test_small_sizes_print_in_kib():

@@ -291,6 +291,31 @@ def _accumulation_trip_count(comps) -> Optional[int]:
     return None
 
 
+def lacks_heap_simulation(data: bytes) -> bool:
+    """The HloProto has a buffer assignment without heap simulator traces: XLA's assignment of a
+    program loaded from a persistent compilation cache. Its peak (xprof's memory viewer walks those
+    traces) would be wrong."""
+    from .xspace_slice import _skip, _varint
+
+    def fields(buf, pos, end):
+        while pos < end:
+            key, pos = _varint(buf, pos)
+            if key & 7 == 2:
+                length, body = _varint(buf, pos)
+                yield key >> 3, body, body + length
+                pos = body + length
+            else:
+                pos = _skip(buf, pos, key & 7)
+
+    try:
+        for number, body, end in fields(data, 0, len(data)):
+            if number == 3:     # HloProto.buffer_assignment
+                return all(n != 4 for n, _, _ in fields(data, body, end))   # heap_simulator_traces
+    except (ValueError, IndexError):
+        return False
+    return False
+
+
 def split_key(key: str) -> tuple[str, int]:
     """`jit_step(66)` -> ("jit_step", 66)."""
     m = re.fullmatch(r"(.*)\((\d+)\)", key)

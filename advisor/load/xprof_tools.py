@@ -17,14 +17,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Optional
 
-from .xspace_slice import metadata_xspace, program_count
+from .. import cleanup
+from .xspace_slice import metadata_xspace, program_names
 
 HLO_SUFFIX = ".hlo_proto.pb"
 _MEMORY_VIEWER = "memory_viewer.json"
@@ -57,8 +56,9 @@ class PendingXprof:
     the child's crash included."""
 
     def __init__(self, xplane: Path):
-        self.folder = Path(tempfile.mkdtemp(prefix="advisor-xprof-"))
+        self.folder = cleanup.mkdtemp("xprof")
         self.programs = None
+        self.names: Optional[list[str]] = None     # the programs whose HLO the trace holds, `name(id)`
         self.proc = None
         self.error: Optional[str] = None
         try:
@@ -66,7 +66,8 @@ class PendingXprof:
             try:
                 sliced = metadata_xspace(xplane)
                 path.write_bytes(sliced)
-                self.programs = program_count(sliced)
+                self.names = program_names(sliced)
+                self.programs = len(self.names)
             except (ValueError, IndexError):
                 # Not cleanly sliceable: let xprof read the whole file through a link.
                 if not path.exists():
@@ -117,7 +118,7 @@ class PendingXprof:
                 self.proc.wait()
             if self.proc.stdin is not None and not self.proc.stdin.closed:
                 self.proc.stdin.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        cleanup.remove(self.folder)
 
 
 def _reason(stderr: bytes) -> str:

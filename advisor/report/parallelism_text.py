@@ -1,8 +1,8 @@
 """The parallelism section of the terminal report: the mesh, collectives by axis and role, the
 pipeline's bubble, the state per axis and memory by kind (from `runs[].summary.parallelism`).
 
-Everything from the trace (axis names, which a user may pass or a run may record) goes into rich
-`Text` objects, never into markup strings.
+Everything from the trace (axis names, which a user may pass or a run may record) goes through
+`escape.terminal`: rich `Text`, never markup strings, control characters shown as escapes.
 """
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import mib, size
+from .escape import terminal, visible
 
 MAX_ROWS = 10
 
 
 def _t(value) -> Text:
-    return Text(str(value))
+    return terminal(value)
 
 
 def render(doc: dict, console: Console) -> None:
@@ -25,7 +26,7 @@ def render(doc: dict, console: Console) -> None:
         return
     axes = view["mesh"]["axes"]
     head = Text("mesh: ", style="bold")
-    head.append(" x ".join(f"{a['name']}={a['size']}" for a in axes) or "one axis")
+    head.append(visible(" x ".join(f"{a['name']}={a['size']}" for a in axes) or "one axis"))
     head.append(f"  ({_SOURCE.get(view['mesh'].get('source'), '')})", style="dim")
     console.print(head)
     rows = view.get("collectives") or []
@@ -49,19 +50,19 @@ def render(doc: dict, console: Console) -> None:
                                                               else "")
         else:
             parts = f"{work} microbatch-iterations"
-        line.append(f"{pipe['stages']} stages over {pipe['axis']}, {parts}: {pipe['iterations']} iterations per "
+        line.append(visible(f"{pipe['stages']} stages over {pipe['axis']}, {parts}: {pipe['iterations']} iterations per "
                     f"stage, {pipe['padding_iterations']} of them padding; bubble {pipe['bubble_fraction'] * 100:.1f}% "
-                    "of the pipeline's compute, (S - 1) / (L*M + S - 1)")
+                    "of the pipeline's compute, (S - 1) / (L*M + S - 1)"))
         console.print(line)
     state = view.get("state")
     if state:
         line = Text("state per device: ", style="bold")
         line.append(mib(state["bytes_per_device"]))
         if state["split_over"]:
-            line.append(f", split over {', '.join(state['split_over'])}")
+            line.append(visible(f", split over {', '.join(state['split_over'])}"))
         if state["replicated_over"]:
-            line.append(f", copied over {', '.join(state['replicated_over'])} (FSDP there would free "
-                        f"{mib(state['fsdp_saving_bytes'])} per device)")
+            line.append(visible(f", copied over {', '.join(state['replicated_over'])} (FSDP there would free "
+                                f"{mib(state['fsdp_saving_bytes'])} per device)"))
         elif state["split_over"]:
             line.append(", copied over no axis")
         console.print(line)
@@ -71,7 +72,7 @@ def render(doc: dict, console: Console) -> None:
         line.append(", ".join(f"{_KINDS.get(k, k)} {size(v)}" for k, v in sorted(memory.items(), key=lambda kv: -kv[1])))
         console.print(line)
     for note in view.get("notes", []):
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(terminal(f"note: {note}", style="dim"))
 
 
 _KINDS = {"state": "state", "inputs": "inputs", "gathered_weights": "gathered or sliced weights",

@@ -158,6 +158,6 @@ def summarize(profile: Profile) -> dict[str, Any]:
         out["parallelism"] = view.to_json()
     if meta:
         out["run"] = {k: meta.get(k) for k in ("workload", "preset", "backend", "device_kind", "num_params",
-                                               "compile_s", "step_wall_ms_median", "step_wall_ms")
+                                               "compile_s", "compile_cache", "step_wall_ms_median", "step_wall_ms")
                       if meta.get(k) is not None}
     return out
