@@ -47,6 +47,19 @@ def user_errors(fn):
     return wrapper
 
 
+def cache_option(fn):
+    """--no-cache for the commands that compile a workload; the choice reaches their child processes."""
+    @functools.wraps(fn)
+    def wrapper(*args, no_cache=False, **kwargs):
+        from .compile_cache import choose
+        choose(not no_cache)
+        return fn(*args, **kwargs)
+    return click.option("--no-cache", is_flag=True,
+                        help="Compile from scratch: neither read nor write the compilation cache "
+                             "($XDG_CACHE_HOME/advisor/jax, by default ~/.cache/advisor/jax; at most 2 GiB, "
+                             "the least recently used programs evicted).")(wrapper)
+
+
 def _trace_path(ctx, param, value):
     """A trace path or URL: a URL as given (a Path would fold gs://b into gs:/b), a path normalised."""
     from .locate import is_url
@@ -216,6 +229,7 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
               help="CPU: run as this many local jax.distributed processes (gloo), one host each, into one run "
                    "folder; parallel.data counts the devices of all hosts.")
 @rule_options
+@cache_option
 @user_errors
 def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, compile_advice, memory_limit, hosts,
                  select, ignore, option, device_memory):
@@ -346,6 +360,7 @@ def compare_cmd(base, new, fmt, output):
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report of the checked run.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @rule_options
+@cache_option
 @user_errors
 def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_baseline, fail_on,
               max_step_time_regression, max_memory_regression, base_python, rounds, round_steps, strict_time,
@@ -482,6 +497,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True)
 @click.option("--memory-limit", metavar="SIZE", help="Plan for this much device memory (see run-workload).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@cache_option
 @user_errors
 def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
     """Run a grid of configurations and compare them in one table (ratios to the first row)."""

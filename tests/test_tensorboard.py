@@ -99,6 +99,8 @@ def test_the_tab_shows_the_findings_and_links_into_the_trace_viewer(tensorboard,
     text = browser.js(f"{doc}.body.innerText")
     for f in expected:
         assert f["title"] in text
+    # the TensorBoard URL names the run shown, and opens it again (a link to share)
+    assert f"advisor_run={run}" in browser.js("location.search")
     shot_dir = os.environ.get("ADVISOR_SCREENSHOT_DIR")
     shot = browser.screenshot((Path(shot_dir) if shot_dir else tmp) / "tensorboard-advisor.png")
     assert shot.stat().st_size > 10_000
@@ -109,3 +111,12 @@ def test_the_tab_shows_the_findings_and_links_into_the_trace_viewer(tensorboard,
                        f"{profile}.querySelector('iframe').src", 90)
     assert "trace_viewer_index.html" in src and f"run%3D{run}" in src
     assert html.escape(run) in browser.js(f"{profile}.location.search")
+
+
+def test_a_tensorboard_url_opens_a_runs_report(tensorboard, browser):
+    url, run, _ = tensorboard
+    browser.goto("about:blank")
+    browser.goto(f"{url}/?advisor_run={run}#advisor")
+    doc = frame("/data/plugin/advisor/index.html")
+    assert browser.wait(f"{doc} && {doc}.querySelectorAll('.finding').length", 120)
+    assert browser.js(f"{doc}.querySelector('select[name=run]').value") == run

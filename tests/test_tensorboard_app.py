@@ -123,7 +123,7 @@ def test_a_run_opened_is_analyzed_by_a_worker_with_the_findings_of_advisor_analy
         assert html.escape(f["title"]) in page
     assert page.count("<svg") >= 4
     # the link into the Profile plugin: the same run, the trace viewer, the host
-    href = f'href="../../../?run={scan}&amp;tag=trace_viewer&amp;host=vm#profile"'
+    href = f'href="../../../?run={scan}&amp;tag=trace_viewer&amp;host=vm&amp;hosts=vm#profile"'
     assert href in page and 'target="_top"' in page
     assert _snapshot(root) == before                                   # nothing written into the logdir
     assert len(list(cache_dir.rglob("*.json"))) == 1                   # cached outside it
@@ -238,3 +238,34 @@ def test_an_unreadable_run_says_why_and_the_page_keeps_working(tmp_path, cache_d
     (run / "vm.xplane.pb").write_bytes(b"\x0a\xff\xff\xff\x0f garbage")
     page = _open(Client(wsgi(AdvisorApp(tmp_path))), "run=broken")
     assert "Could not analyze <code>broken</code>" in page and "Traceback" not in page
+
+
+def test_the_projects_rule_settings_apply_as_in_advisor_analyze(tmp_path, logdir, cache_dir, monkeypatch):
+    """TensorBoard started in a project folder: its [tool.advisor] settings, as `advisor analyze` there."""
+    root, scan, _ = logdir
+    (tmp_path / "pyproject.toml").write_text('[tool.advisor]\nignore = ["missing-remat"]\n')
+    monkeypatch.chdir(tmp_path)
+    page = _open(Client(wsgi(AdvisorApp(root))), f"run={scan}")
+    assert "rule-scan-dynamic-update-slice" in page and "rule-missing-remat" not in page
+    (tmp_path / "pyproject.toml").write_text('[tool.advisor]\nignore = ["no-such-rule"]\n')
+    page = Client(wsgi(AdvisorApp(root))).get("/index.html").text
+    assert "unknown rule id" in page and "every rule runs with its defaults" in page
+
+
+def test_serve_answers_only_requests_for_this_machine(logdir, cache_dir):
+    served = Client(wsgi(AdvisorApp(logdir[0], profile_links=False)))
+    assert served.get("/index.html", headers={"Host": "127.0.0.1:6007"}).status_code == 200
+    assert served.get("/index.html", headers={"Host": "localhost"}).status_code == 200
+    assert served.get("/index.html", headers={"Host": "[::1]:6007"}).status_code == 200
+    assert served.get("/runs", headers={"Host": "evil.example:6007"}).status_code == 403
+
+
+def test_the_cache_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path))
+    for i, key in enumerate(["old", "mid", "new"]):
+        cache.write(key, {"x": "y" * 1000})
+        os.utime(cache.path_for(key), (1_000 + i, 1_000 + i))
+    cache.read("old")                     # used now: kept over "mid"
+    cache.trim(2_500)
+    assert cache.path_for("old").is_file() and cache.path_for("new").is_file()
+    assert not cache.path_for("mid").is_file()

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import mib, size
+from . import parallelism_text
 from .escape import terminal
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -183,6 +184,7 @@ def _summary(doc: dict, console: Console) -> None:
                     _row(table, "", f"{mib(site['bytes'])} allocated at {site['site']}")
     console.print(table)
     _device_table(doc, console)
+    parallelism_text.render(doc, console)
     for note in doc.get("notes", []):
         _line(console, f"note: {note}", "dim")
 

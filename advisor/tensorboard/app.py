@@ -39,6 +39,7 @@ class AdvisorApp:
         self.logdir = Path(logdir)
         self.profile_links = profile_links
         self.jobs = jobs or Jobs()
+        self.settings, self.settings_error = project_settings(Path.cwd())
 
     def routes(self) -> dict[str, Callable]:
         return {"/index.js": self._static(assets.INDEX_JS, "text/javascript"),
@@ -60,17 +61,17 @@ class AdvisorApp:
 
     def _key(self, run: Run) -> str:
         from ..locate import find_runs
-        return cache.run_key(find_runs(run.path)[0])
+        return cache.run_key(find_runs(run.path)[0], self.settings)
 
     def _state(self, run: Run, other: Optional[Run]) -> tuple[dict, Optional[str]]:
         """Start what is missing (each run's analysis, then the comparison); the status and the
         cache key of what the page shows once done."""
         key = self._key(run)
-        st = self.jobs.submit(key, "analyze", str(run.path))
+        st = self.jobs.submit(key, "analyze", str(run.path), self.settings)
         if other is None or st["state"] != "done":
             return st, key
         other_key = self._key(other)
-        st = self.jobs.submit(other_key, "analyze", str(other.path))
+        st = self.jobs.submit(other_key, "analyze", str(other.path), self.settings)
         if st["state"] != "done":
             return st, other_key
         ckey = cache.compare_key(key, other_key)
@@ -97,6 +98,8 @@ class AdvisorApp:
         runs, run = self._find(name)
         other = next((r for r in runs if r.name == other_name), None) if other_name else None
         body = [self._picker(runs, run, other)]
+        if self.settings_error:
+            body.append(f"<p>{_e(self.settings_error)}: every rule runs with its defaults.</p>")
         if not runs:
             body.append(f"<p>No profile runs under <code>{_e(self.logdir)}</code> "
                         "(a run is a folder plugins/profile/RUN/ holding .xplane.pb files).</p>")
@@ -107,7 +110,8 @@ class AdvisorApp:
         else:
             body.append(self._content(run, other))
         title = f"advisor: {run.name}" if run else "advisor"
-        page = (head(title, '<link rel="stylesheet" href="advisor.css">') + "<body>" + "".join(body)
+        data = (f' data-run="{_e(run.name)}"' + (f' data-compare="{_e(other.name)}"' if other else "")) if run else ""
+        page = (head(title, '<link rel="stylesheet" href="advisor.css">') + f"<body{data}>" + "".join(body)
                 + f'<p class="meta">advisor {_e(__version__)}</p><script src="advisor.js"></script></body></html>\n')
         return _respond(page, "text/html")
 
@@ -165,6 +169,24 @@ class AdvisorApp:
         return f'<p class="tools">open in the Profile tab: {anchors}{find}</p>'
 
 
+def project_settings(folder: Path) -> tuple[str, Optional[str]]:
+    """The rules and options of the project TensorBoard was started in ([tool.advisor] in its
+    pyproject.toml or setup.cfg), as `advisor analyze` run there reads them: a JSON string (part of
+    the cache key, passed to the worker), and the reason when they could not be read."""
+    from ..engine import all_rules, select_rules
+    from ..errors import AdvisorError
+    from ..settings import read_project_settings, validate_options
+
+    try:
+        project = read_project_settings(folder)
+        select_rules(project.select, project.ignore)
+        options = validate_options(project.options, {r.id: r for r in all_rules()})
+    except AdvisorError as err:
+        return json.dumps({}), str(err)
+    return json.dumps({"select": project.select, "ignore": project.ignore, "options": options},
+                      sort_keys=True, default=str), None
+
+
 def _q(text: str) -> str:
     import urllib.parse
     return escape.html(urllib.parse.quote(text, safe="", errors="surrogateescape"))
@@ -182,11 +204,20 @@ def _respond(body: str, mimetype: str, status: int = 200) -> Response:
     return r
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
 def wsgi(app: AdvisorApp) -> Callable:
-    """The routes as one WSGI application at the root (for `advisor serve`): / goes to index.html."""
+    """The routes as one WSGI application at the root (for `advisor serve`): / goes to index.html.
+    Only requests addressed to this machine by name are served (a page elsewhere that rebinds its
+    own host name to 127.0.0.1 gets a 403, not the reports)."""
     routes = app.routes()
 
     def application(environ, start_response):
+        host = environ.get("HTTP_HOST") or ""
+        if (host if host.endswith("]") else host.rsplit(":", 1)[0]) not in LOCAL_HOSTS:
+            return _respond("forbidden: serve is for this machine only (open http://127.0.0.1:PORT/)",
+                            "text/plain", 403)(environ, start_response)
         path = environ.get("PATH_INFO") or "/"
         if path == "/":
             return Response(status=302, headers={"Location": "index.html"})(environ, start_response)

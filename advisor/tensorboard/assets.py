@@ -1,11 +1,31 @@
 """The tab's static files: served by the plugin's own routes (offline: no CDN, no font, no framework)."""
 
 # TensorBoard loads a plugin's es module in an iframe whose base is the plugin's routes; like the
-# Profile plugin's, it moves that iframe to the plugin's page.
-INDEX_JS = "export async function render() { document.location.href = 'index.html'; }\n"
+# Profile plugin's, it moves that iframe to the plugin's page, with the run the TensorBoard URL names
+# (?advisor_run=RUN&advisor_compare=RUN#advisor: a link to a run's report can be shared).
+INDEX_JS = """export async function render() {
+  const q = new URLSearchParams();
+  try {
+    const top = new URLSearchParams(window.top.location.search);
+    for (const k of ['run', 'compare']) { const v = top.get('advisor_' + k); if (v) q.set(k, v); }
+  } catch (e) {}
+  document.location.href = 'index.html' + (q.toString() ? '?' + q : '');
+}
+"""
 
-# The run pickers open what they pick; a run being analyzed polls its status until it is done.
+# The run pickers open what they pick; the TensorBoard URL names the run shown; a run being
+# analyzed polls its status until it is done.
 ADVISOR_JS = """
+try {
+  if (window.top !== window && 'run' in document.body.dataset) {
+    const u = new URL(window.top.location.href);
+    for (const k of ['run', 'compare']) {
+      const v = document.body.dataset[k];
+      if (v) u.searchParams.set('advisor_' + k, v); else u.searchParams.delete('advisor_' + k);
+    }
+    window.top.history.replaceState(window.top.history.state, '', u);
+  }
+} catch (e) {}
 for (const sel of document.querySelectorAll('select[data-go]')) {
   sel.addEventListener('change', () => sel.form.submit());
 }

@@ -1,8 +1,8 @@
 """Links from a finding into the Profile plugin's tools for the same run.
 
 The Profile plugin (xprof) reads its selection from the TensorBoard page's query string: `run`,
-`tag` (the tool: trace_viewer, memory_viewer, op_profile, hlo_stats), `host`, `moduleName` and
-`opName`. Tools that cannot select an op get the op's name shown beside the link, to search for.
+`tag` (the tool: trace_viewer, memory_viewer, op_profile, hlo_stats), `host` (`hosts` for the
+trace viewer), `moduleName` and `opName`. Tools that cannot select an op get the op's name shown beside the link, to search for.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def profile_url(run: str, tool: str, host: Optional[str] = None, module: Optiona
     params = {"run": run, "tag": tool}
     if host:
         params["host"] = host
+        if tool == "trace_viewer":
+            params["hosts"] = host      # the trace viewer can show several hosts: it reads `hosts`
     if module:
         params["moduleName"] = module
     if op:
