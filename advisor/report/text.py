@@ -251,6 +251,8 @@ def _findings(doc: dict, console: Console) -> None:
             _line(console, f"    config:   {sets}")
         _line(console, f"    expected: {rec['expected']['text']}")
         _line(console, f"    cost:     {rec['cost']}")
+        if rec.get("checked"):
+            _line(console, f"    checked:  {rec['checked']}: {rec['check']}")
         for c in f["evidence"].get("candidates", []) if f["rule"] == "out-of-memory" else []:
             change = " ".join(f"--set {k}={_value(v)}" for k, v in c["change"].items())
             est = mib(c["estimated_bytes"]) if c.get("estimated_bytes") else c.get("error", "?")
