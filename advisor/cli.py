@@ -223,6 +223,9 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @click.option("--verify", is_flag=True,
               help="Apply each recommended config change alone, re-run, and report the measured gain.")
+@click.option("--compile-check/--no-compile-check", "compile_advice", default=True, show_default=True,
+              help="Compile the workload with each recommended config change before printing it (peak memory "
+                   "from XLA's buffer assignment); a change the compiler refutes is not printed as a fix.")
 @click.option("--memory-limit", metavar="SIZE",
               help="Plan for this much device memory (e.g. 24GB): the pre-flight check uses it as the capacity.")
 @click.option("--hosts", type=click.IntRange(1), default=1, show_default=True,
@@ -231,8 +234,8 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
 @rule_options
 @cache_option
 @user_errors
-def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, memory_limit, hosts, select, ignore,
-                 option, device_memory):
+def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, compile_advice, memory_limit, hosts,
+                 select, ignore, option, device_memory):
     """Profile a bundled workload (transformer or mlp), then diagnose it.
 
     Before running, the step is compiled and its memory compared with the device's capacity
@@ -269,9 +272,11 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, me
 
     progress("analyzing")
     analyses = analyze_path(run_dir, rules, options, device_memory=capacity or limit)
+    from .verification import compile_check, verify_workload
+    if compile_advice and hosts == 1:
+        compile_check(name, preset, items, analyses[0], progress)
     if verify:
-        from .verify import verify as verify_findings
-        verify_findings(name, preset, items, analyses[0], logdir, progress, limit)
+        verify_workload(name, preset, items, analyses[0], logdir, progress, limit)
     from .api import Report
     _emit(Report(analyses, [], str(run_dir), "run-workload"), fmt, output)
 

@@ -288,12 +288,25 @@ def analyze_run(run: RunFiles, rules: Optional[list[Rule]] = None,
     return analyze_profile(load_run(run, steps), rules, options, device_memory)
 
 
+def _views(profile: Profile) -> None:
+    """The derived views the rules read, computed once before them."""
+    from .views import parallelism
+
+    try:
+        parallelism.of(profile)
+    except Exception as err:  # noqa: BLE001 - a broken view must not stop the analysis
+        profile.views["parallelism"] = None
+        profile.notes.append(f"internal error in the parallelism view: {type(err).__name__}: {err} "
+                             "(please report it; the rules ran without it)")
+
+
 def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
                     options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None) -> Analysis:
     """The rules on a loaded run; device_memory (bytes) stands for the capacity the trace does not record."""
     if device_memory:
         profile.device_capacity_bytes = device_memory
         profile.notes.append(f"device memory capacity {device_memory:,} bytes, as given on the command line")
+    _views(profile)
     rules = all_rules() if rules is None else rules
     options = options or {}
     findings = []

@@ -107,6 +107,7 @@ def test_the_list_reads_nothing_and_escapes_names(client, logdir, cache_dir):
     assert HOSTILE not in page and escape.html(HOSTILE) in page and "\x1b" not in page
     assert "<script>" not in page and 'src="advisor.js"' in page      # no inline script (CSP)
     assert not list(cache_dir.rglob("*.json"))                        # listing analyzed nothing
+    assert page.count("not analyzed yet") == 3
     assert _snapshot(root) == before
 
 
@@ -135,6 +136,8 @@ def test_the_second_open_is_served_from_the_cache(client, logdir):
     page = client.get(f"/index.html?run={scan}").text
     assert 'id="progress"' not in page and "rule-scan-dynamic-update-slice" in page
     assert time.perf_counter() - t < 5      # generous: no analysis, only the cached document
+    listing = client.get("/index.html").text          # the list shows what the cache holds
+    assert "3 findings (1 warning, 2 info)" in listing and listing.count("not analyzed yet") == 2
 
 
 def test_compare_two_runs(client, logdir):
@@ -250,3 +253,22 @@ def test_the_projects_rule_settings_apply_as_in_advisor_analyze(tmp_path, logdir
     (tmp_path / "pyproject.toml").write_text('[tool.advisor]\nignore = ["no-such-rule"]\n')
     page = Client(wsgi(AdvisorApp(root))).get("/index.html").text
     assert "unknown rule id" in page and "every rule runs with its defaults" in page
+
+
+def test_serve_answers_only_requests_for_this_machine(logdir, cache_dir):
+    served = Client(wsgi(AdvisorApp(logdir[0], profile_links=False)))
+    assert served.get("/index.html", headers={"Host": "127.0.0.1:6007"}).status_code == 200
+    assert served.get("/index.html", headers={"Host": "localhost"}).status_code == 200
+    assert served.get("/index.html", headers={"Host": "[::1]:6007"}).status_code == 200
+    assert served.get("/runs", headers={"Host": "evil.example:6007"}).status_code == 403
+
+
+def test_the_cache_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path))
+    for i, key in enumerate(["old", "mid", "new"]):
+        cache.write(key, {"x": "y" * 1000})
+        os.utime(cache.path_for(key), (1_000 + i, 1_000 + i))
+    cache.read("old")                     # used now: kept over "mid"
+    cache.trim(2_500)
+    assert cache.path_for("old").is_file() and cache.path_for("new").is_file()
+    assert not cache.path_for("mid").is_file()
