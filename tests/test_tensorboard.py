@@ -104,6 +104,12 @@ def test_the_tab_shows_the_findings_and_links_into_the_trace_viewer(tensorboard,
     shot_dir = os.environ.get("ADVISOR_SCREENSHOT_DIR")
     shot = browser.screenshot((Path(shot_dir) if shot_dir else tmp) / "tensorboard-advisor.png")
     assert shot.stat().st_size > 10_000
+    # the tab follows TensorBoard's dark mode (TensorBoard sets a class on its page's body)
+    assert not browser.js(f"{doc}.documentElement.classList.contains('dark')")
+    browser.js("document.body.classList.add('dark-mode')")
+    assert browser.wait(f"{doc}.documentElement.classList.contains('dark')", 10)
+    browser.js("document.body.classList.remove('dark-mode')")
+    assert browser.wait(f"!{doc}.documentElement.classList.contains('dark')", 10)
     # the finding's link opens the Profile plugin's trace viewer on the same run
     browser.js(f"{doc}.querySelector('#rule-scan-dynamic-update-slice a[data-tool=trace_viewer]').click()")
     profile = frame("/data/plugin/profile/trace_viewer@")

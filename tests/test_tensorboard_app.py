@@ -107,6 +107,7 @@ def test_the_list_reads_nothing_and_escapes_names(client, logdir, cache_dir):
     assert HOSTILE not in page and escape.html(HOSTILE) in page and "\x1b" not in page
     assert "<script>" not in page and 'src="advisor.js"' in page      # no inline script (CSP)
     assert not list(cache_dir.rglob("*.json"))                        # listing analyzed nothing
+    assert page.count("not analyzed yet") == 3
     assert _snapshot(root) == before
 
 
@@ -135,6 +136,8 @@ def test_the_second_open_is_served_from_the_cache(client, logdir):
     page = client.get(f"/index.html?run={scan}").text
     assert 'id="progress"' not in page and "rule-scan-dynamic-update-slice" in page
     assert time.perf_counter() - t < 5      # generous: no analysis, only the cached document
+    listing = client.get("/index.html").text          # the list shows what the cache holds
+    assert "3 findings (1 warning, 2 info)" in listing and listing.count("not analyzed yet") == 2
 
 
 def test_compare_two_runs(client, logdir):

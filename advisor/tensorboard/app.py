@@ -60,8 +60,7 @@ class AdvisorApp:
         return runs, next((r for r in runs if r.name == name), None) if name else None
 
     def _key(self, run: Run) -> str:
-        from ..locate import find_runs
-        return cache.run_key(find_runs(run.path)[0], self.settings)
+        return cache.run_key(run.files(), self.settings)
 
     def _state(self, run: Run, other: Optional[Run]) -> tuple[dict, Optional[str]]:
         """Start what is missing (each run's analysis, then the comparison); the status and the
@@ -130,11 +129,29 @@ class AdvisorApp:
     def _run_table(self, runs: list[Run]) -> str:
         rows = "".join(
             f'<tr><td><a href="index.html?run={_q(r.name)}">{_e(r.name)}</a></td>'
-            f"<td>{_e(_when(r.mtime))}</td><td>{_e(', '.join(r.hosts))}</td><td class=n>{_e(mib(r.size))}</td></tr>"
+            f"<td>{_e(_when(r.mtime))}</td><td>{_e(', '.join(r.hosts))}</td><td class=n>{_e(mib(r.size))}</td>"
+            f"<td>{_e(self._brief(r))}</td></tr>"
             for r in runs)
         return (f"<p>{len(runs)} profile run(s), newest first; a run is analyzed when opened.</p>"
-                '<table class="runs"><tr><th>run</th><th>recorded</th><th>hosts</th><th>trace size</th></tr>'
-                f"{rows}</table>")
+                '<table class="runs"><tr><th>run</th><th>recorded</th><th>hosts</th><th>trace size</th>'
+                f"<th>analysis</th></tr>{rows}</table>")
+
+    def _brief(self, run: Run) -> str:
+        """The cached analysis's findings by severity; nothing is analyzed to list a run."""
+        from ..findings import SEVERITIES
+
+        try:
+            brief = cache.read_brief(self._key(run))
+        except OSError:
+            brief = None
+        if brief is None:
+            return "not analyzed yet"
+        if brief.get("failed"):
+            return "could not be read"
+        sev = brief.get("severities") or []
+        counts = ", ".join(f"{sev.count(s)} {s}" for s in reversed(SEVERITIES) if sev.count(s))
+        text = f"{len(sev)} finding{'' if len(sev) == 1 else 's'}" + (f" ({counts})" if counts else "")
+        return text + (", partly read" if brief.get("partial") else "")
 
     def _content(self, run: Run, other: Optional[Run]) -> str:
         st, key = self._state(run, other)

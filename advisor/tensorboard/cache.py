@@ -28,7 +28,7 @@ def _stamp(path: Optional[Path]) -> Optional[list]:
     if path is None:
         return None
     st = path.stat()
-    return [str(path.resolve()), st.st_size, st.st_mtime_ns]
+    return [os.path.abspath(path), st.st_size, st.st_mtime_ns]
 
 
 def run_key(run: RunFiles, settings: str = "{}") -> str:
@@ -45,6 +45,18 @@ def compare_key(base: str, new: str) -> str:
 
 def path_for(key: str) -> Path:
     return cache_dir() / f"{key}.json"
+
+
+def brief_path(key: str) -> Path:
+    """What the run list shows of an analysis (its findings' severities), beside the document."""
+    return cache_dir() / f"{key}.brief"
+
+
+def read_brief(key: str) -> Optional[dict]:
+    try:
+        return json.loads(brief_path(key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def read(key: str) -> Optional[dict]:
@@ -77,18 +89,25 @@ def trim(limit_bytes: Optional[int] = None) -> None:
             break
         try:
             p.unlink()
+            brief_path(p.stem).unlink(missing_ok=True)
         except OSError:
             continue
         total -= size
 
 
-def write(key: str, doc: dict) -> Path:
+def _write(target: Path, doc: dict) -> None:
     """Written to a temporary file then renamed: a reader never sees half a document."""
-    target = path_for(key)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(doc, f)
     os.replace(tmp, target)
+
+
+def write(key: str, doc: dict, brief: Optional[dict] = None) -> Path:
+    """The document, and its brief first (a document without its brief only lists as not analyzed)."""
+    if brief is not None:
+        _write(brief_path(key), brief)
+    _write(path_for(key), doc)
     trim()
-    return target
+    return path_for(key)

@@ -42,13 +42,14 @@ def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
     _say(stage=f"reading the trace ({mib(size)}, {hosts} host{'s' if hosts > 1 else ''})")
     result = run_job(runs[0], _job(settings))[0]
     if not hasattr(result, "profile"):        # a RunFailure: the run could not be read
-        doc = {"failed": result.to_json()}
+        doc, brief = {"failed": result.to_json()}, {"failed": True}
     else:
         _say(stage="drawing the charts")
         run_doc = result.to_json()
         doc = {"run": json.loads(json.dumps(run_doc, default=str)), "figures": figures(run_doc, result),
                "metrics": metrics(result).to_json()}
-    cache.write(key, doc)
+        brief = {"severities": [f.severity for f in result.findings], "partial": result.partial}
+    cache.write(key, doc, brief)
     return doc
 
 
