@@ -1,8 +1,9 @@
 """Links from a finding into the Profile plugin's tools for the same run.
 
 The Profile plugin (xprof) reads its selection from the TensorBoard page's query string: `run`,
-`tag` (the tool: trace_viewer, memory_viewer, op_profile, hlo_stats), `host` (`hosts` for the
-trace viewer), `moduleName` and `opName`. Tools that cannot select an op get the op's name shown beside the link, to search for.
+`tag` (the tool: trace_viewer, memory_viewer, op_profile, hlo_stats), `host` (`hosts` for
+the trace viewer), `moduleName` and `opName`. It cannot be told which op to select, so the op's name
+is shown beside the links, to search for.
 """
 
 from __future__ import annotations
