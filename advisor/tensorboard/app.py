@@ -178,11 +178,11 @@ class AdvisorApp:
             return doc.get("html", "")
         run_doc = doc["run"]
         hosts = list(run.hosts)
-        module = run_doc["summary"].get("step_module")
-        return run_section(run_doc, doc["figures"], lambda f: self._links(f, run.name, hosts, module))
+        module, backend = run_doc["summary"].get("step_module"), run_doc.get("backend", "")
+        return run_section(run_doc, doc["figures"], lambda f: self._links(f, run.name, hosts, module, backend))
 
-    def _links(self, finding: dict, run: str, hosts: list[str], module: Optional[str]) -> str:
-        links = finding_links(finding, run, hosts, module)
+    def _links(self, finding: dict, run: str, hosts: list[str], module: Optional[str], backend: str) -> str:
+        links = finding_links(finding, run, hosts, module, backend)
         search = next((link.search for link in links if link.search), None)
         find = f" (search for <code>{_e(search)}</code>)" if search else ""
         if not self.profile_links:
