@@ -88,7 +88,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _finding(f: dict) -> str:
+def _finding(f: dict, extra: str = "") -> str:
     rec = f["recommendation"]
     exp = rec["expected"]
     saving = ("" if not exp.get("saving") else
@@ -102,9 +102,10 @@ def _finding(f: dict) -> str:
            f"<dt>recommendation</dt><dd>{_e(rec['text'])} {config}</dd>",
            f"<dt>expected gain</dt><dd>{_e(exp['text'])}{_e(saving)}</dd>",
            f"<dt>cost</dt><dd>{_e(rec['cost'])}</dd>",
+           f"<dt>checked</dt><dd>{_e(rec.get('checked', 'estimated'))}: {_e(rec.get('check', ''))}</dd>",
            f"<dt>source</dt><dd>{'<code>' + _e(f['source']) + '</code>' if f.get('source') else 'not in the trace'}</dd>",
            "</dl>",
-           f"<details><summary>evidence</summary><dl>{evidence}</dl></details>"]
+           f"<details><summary>evidence</summary><dl>{evidence}</dl></details>", extra]
     if f.get("verified"):
         out.append(_verified(f["rule"], f["verified"]))
     out.append("</section>")
@@ -127,7 +128,33 @@ def _verified(rule: str, v: dict) -> str:
                   f"verify {rule}: before and after")
 
 
-def _run(doc: dict, analysis=None) -> str:
+def figures(doc: dict, analysis=None) -> list[str]:
+    """The charts of one run (each with its table): the drawing part of a run's section, which needs
+    matplotlib and, for the step and memory plots, the Analysis itself (not only its document)."""
+    import matplotlib
+
+    with matplotlib.rc_context(STYLE):
+        return _figures(doc, analysis)
+
+
+def _figures(doc: dict, analysis=None) -> list[str]:
+    s = doc["summary"]
+    out = _plots(analysis, s) if analysis is not None else []
+    out += _device_chart(s)
+    for d in s.get("devices", []):
+        if "busy_in_steps_ms" in d:
+            cats = d["time_by_category_ms"]
+            svg = _barh(list(cats), list(cats.values()), "ms in the trace", f"{d['name']}: time by category")
+            out.append(_chart(svg, _table(["category", "ms"], [[k, v] for k, v in cats.items()]
+                                          + [["busy in steps", d["busy_in_steps_ms"]],
+                                             ["idle in steps", d["idle_in_steps_ms"]]],
+                                          f"{d['name']}: op time by category and idle time"), d["name"]))
+    return out
+
+
+def run_section(doc: dict, charts: list[str], finding_extra=None) -> str:
+    """One run's section: summary cards, findings most costly first, the charts from `figures`, notes.
+    finding_extra(finding_doc) -> HTML added inside each finding (the TensorBoard tab's links)."""
     s = doc["summary"]
     cards = [("step time", f"{s['step_time_ms']:,.2f} ms" if s.get("step_time_ms") is not None else "unknown"),
              ("steps", s.get("steps")),
@@ -144,24 +171,19 @@ def _run(doc: dict, analysis=None) -> str:
            '<div class="cards">' + "".join(f"<div class=card>{_e(k)}<b>{_e(v)}</b></div>" for k, v in cards)
            + "</div>"]
     out.append("<h2>Findings</h2>")
-    out += [_finding(f) for f in doc["findings"]] or ["<p>No findings: no rule fired on this run.</p>"]
+    out += ([_finding(f, finding_extra(f) if finding_extra else "") for f in doc["findings"]]
+            or ["<p>No findings: no rule fired on this run.</p>"])
     out.append("<h2>Where the step's time and memory go</h2>")
-    if analysis is not None:
-        out += _plots(analysis, s)
-    out += _device_chart(s)
-    for d in s.get("devices", []):
-        if "busy_in_steps_ms" in d:
-            cats = d["time_by_category_ms"]
-            svg = _barh(list(cats), list(cats.values()), "ms in the trace", f"{d['name']}: time by category")
-            out.append(_chart(svg, _table(["category", "ms"], [[k, v] for k, v in cats.items()]
-                                          + [["busy in steps", d["busy_in_steps_ms"]],
-                                             ["idle in steps", d["idle_in_steps_ms"]]],
-                                          f"{d['name']}: op time by category and idle time"), d["name"]))
+    out += charts
     if doc.get("notes"):
         out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in doc["notes"]) + "</ul>")
     if doc.get("warnings"):
         out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in doc["warnings"]) + "</ul>")
     return "".join(out)
+
+
+def _run(doc: dict, analysis=None) -> str:
+    return run_section(doc, _figures(doc, analysis))
 
 
 def _device_chart(summary: dict) -> list[str]:
@@ -232,11 +254,17 @@ def _plots(analysis, summary: dict) -> list[str]:
     return out
 
 
-def page(title: str, body: str) -> str:
-    from .. import __version__
+def head(title: str, extra: str = "") -> str:
+    """The document's start: charset, viewport, title, the report's CSS (inline, or `extra` in its place)."""
+    style = extra or f"<style>{CSS}</style>"
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
             '<meta name=viewport content="width=device-width, initial-scale=1">'
-            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
+            f"<title>{_e(title)}</title>{style}</head>")
+
+
+def page(title: str, body: str) -> str:
+    from .. import __version__
+    return (head(title) + "<body>"
             f"<h1>{_e(title)}</h1><p class=meta>advisor {_e(__version__)}</p>{body}</body></html>\n")
 
 
@@ -270,32 +298,41 @@ def render_compare(results: list, base: str, new: str) -> str:
 
 
 def _render_compare(results: list, base: str, new: str) -> str:
-    parts = []
-    for name, c in results:
-        d = c.to_json()
-        rows = [["step time (ms)", d["base"]["step_time_ms"], d["new"]["step_time_ms"], d["step_time_ratio"]],
-                ["peak memory (MiB)", _m(d["base"]["peak_memory_bytes"]), _m(d["new"]["peak_memory_bytes"]),
-                 d["peak_memory_ratio"]]]
-        cats = sorted(d["category_ratios"])
-        b = [d["base"]["category_ms_per_step"].get(k, 0.0) for k in cats]
-        n = [d["new"]["category_ms_per_step"].get(k, 0.0) for k in cats]
-        fig, ax = _figure(6.5, 0.4 * len(cats) + 1.0)
-        y = list(range(len(cats)))[::-1]
-        ax.barh([v + 0.2 for v in y], b, height=0.4, color="#9aa5b1", label="base")
-        ax.barh([v - 0.2 for v in y], n, height=0.4, color="#2e86c1", label="new")
-        ax.set_yticks(y, [escape.mathtext(c) for c in cats])
-        ax.set_xlabel("ms per step")
-        ax.legend()
-        ax.set_title("op time by category: base and new", loc="left")
-        parts.append(f"<h2>{_e(name)}</h2>"
-                     + _table(["measure", "base", "new", "new / base"], rows,
-                              f"step-time noise (relative spread): {d['step_time_noise']}")
-                     + _chart(_svg(fig), _table(["category", "base ms", "new ms", "new / base"],
-                                                [[k, bb, nn, d["category_ratios"][k]] for k, bb, nn in zip(cats, b, n)],
-                                                "op time by category per step"), "category deltas")
-                     + f"<p>findings added: {_e(', '.join(d['findings_added']) or 'none')}; removed: "
-                       f"{_e(', '.join(d['findings_removed']) or 'none')}</p>")
-    return page(f"advisor compare: {base} → {new}", "".join(parts))
+    return page(f"advisor compare: {base} → {new}", "".join(_compare_section(name, c) for name, c in results))
+
+
+def compare_section(name: str, comparison) -> str:
+    """One pair of runs compared (a compare.Comparison): measures, category chart, findings gained and lost."""
+    import matplotlib
+
+    with matplotlib.rc_context(STYLE):
+        return _compare_section(name, comparison)
+
+
+def _compare_section(name: str, c) -> str:
+    d = c.to_json()
+    rows = [["step time (ms)", d["base"]["step_time_ms"], d["new"]["step_time_ms"], d["step_time_ratio"]],
+            ["peak memory (MiB)", _m(d["base"]["peak_memory_bytes"]), _m(d["new"]["peak_memory_bytes"]),
+             d["peak_memory_ratio"]]]
+    cats = sorted(d["category_ratios"])
+    b = [d["base"]["category_ms_per_step"].get(k, 0.0) for k in cats]
+    n = [d["new"]["category_ms_per_step"].get(k, 0.0) for k in cats]
+    fig, ax = _figure(6.5, 0.4 * len(cats) + 1.0)
+    y = list(range(len(cats)))[::-1]
+    ax.barh([v + 0.2 for v in y], b, height=0.4, color="#9aa5b1", label="base")
+    ax.barh([v - 0.2 for v in y], n, height=0.4, color="#2e86c1", label="new")
+    ax.set_yticks(y, [escape.mathtext(k) for k in cats])
+    ax.set_xlabel("ms per step")
+    ax.legend()
+    ax.set_title("op time by category: base and new", loc="left")
+    return (f"<h2>{_e(name)}</h2>"
+            + _table(["measure", "base", "new", "new / base"], rows,
+                     f"step-time noise (relative spread): {d['step_time_noise']}")
+            + _chart(_svg(fig), _table(["category", "base ms", "new ms", "new / base"],
+                                       [[k, bb, nn, d["category_ratios"][k]] for k, bb, nn in zip(cats, b, n)],
+                                       "op time by category per step"), "category deltas")
+            + f"<p>findings added: {_e(', '.join(d['findings_added']) or 'none')}; removed: "
+              f"{_e(', '.join(d['findings_removed']) or 'none')}</p>")
 
 
 def _m(b: Optional[int]) -> Optional[float]:
