@@ -127,7 +127,9 @@ def main():
                    "(pip install 'jax-advisor[ray]').")
 @click.option("--ray-address", metavar="ADDRESS",
               help="With --engine ray: join this Ray cluster (e.g. auto, or ray://head:10001) instead of "
-                   "starting a local Ray for the command.")
+                   "starting a local Ray for the command; local: a local Ray even where the default engine "
+                   "would be faster (fewer than 2 idle cores, or one host file), which --engine ray alone "
+                   "runs instead, saying so.")
 @click.option("--steps", "steps_text", metavar="A:B",
               help="Analyze only the steps numbered A to B-1 (A: or :B for open ends, N for one step): "
                    "every figure is over those steps, and the report says which.")
@@ -174,7 +176,8 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
     profiles stay in the processes that read them); jsonl prints each as soon as it is in order."""
     from .engine import RunFailure, iter_analyses
 
-    results = iter_analyses(path, rules, options, progress, capacity, as_json=True, **run_options)
+    results = iter_analyses(path, rules, options, progress, capacity, as_json=True, **run_options,
+                            notice=lambda msg: _err.print(terminal(f"advisor: note: {msg}")))
     docs, failed = [], []
     if fmt == "jsonl":
         from .report.json_report import jsonl_line

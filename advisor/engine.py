@@ -141,22 +141,31 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
                   progress: Callable[[str], None] = lambda msg: None,
                   device_memory: Optional[int] = None, *, jobs: int = 1, engine: str = "process",
                   ray_address: Optional[str] = None, as_json: bool = False,
-                  steps: Optional[slice] = None) -> Iterator[Result]:
+                  steps: Optional[slice] = None, notice: Optional[Callable[[str], None]] = None) -> Iterator[Result]:
     """Every run under `path`, analyzed `jobs` at a time, yielded in the order of their paths as soon
     as each and all before it are done: an Analysis (or its JSON with as_json), or a RunFailure.
 
     engine "process": one worker process per job on this machine (jobs=1: in this process);
-    "ray": one Ray task per host file, on the cluster at ray_address or a local Ray started for the call.
+    "ray": one Ray task per host file, on the cluster at ray_address or a local Ray started for the call
+    (where a local Ray would be slower, the process engine runs instead and `notice` says why).
     A path that holds no run at all, or one run that cannot be read, is an error (AdvisorError).
     """
     if engine not in ENGINES:
         raise AdvisorError(f"unknown engine {engine!r}; valid engines: {', '.join(ENGINES)}")
     if jobs < 1:
         raise AdvisorError(f"jobs must be at least 1, not {jobs}")
+    notice = notice or progress
     units = find_units(path)
     job = Job(None if rules is None else tuple(rules), options, device_memory, as_json, steps)
     if any(isinstance(u, RemoteRun) and u.process_local for u in units):
         jobs, engine = 1, "process"     # memory:// exists in this process only
+    if engine == "ray" and not ray_address:
+        from .ray_engine import local_ray_plan
+
+        jobs, why = local_ray_plan(units, jobs)
+        if why:
+            notice(why)
+            engine = "process"
     if engine == "ray":
         from .ray_engine import ray_results
 
