@@ -91,10 +91,11 @@ class Job:
     device_memory: Optional[int] = None
     as_json: bool = False       # return Analysis.to_json() (small) instead of the Analysis (the whole profile)
     steps: Optional[slice] = None   # analyze only the steps numbered in this slice (--steps A:B)
+    mesh: Optional[tuple] = None    # the mesh's axes, ((name, size), ...), given with --mesh
 
     def analyze(self, profile: Profile) -> Analysis:
         return analyze_profile(profile, None if self.rules is None else list(self.rules), self.options,
-                               self.device_memory)
+                               self.device_memory, mesh=self.mesh)
 
 
 Result = Union[Analysis, dict, RunFailure]
@@ -151,7 +152,8 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
                   progress: Callable[[str], None] = lambda msg: None,
                   device_memory: Optional[int] = None, *, jobs: int = 1, engine: str = "process",
                   ray_address: Optional[str] = None, as_json: bool = False,
-                  steps: Optional[slice] = None, notice: Optional[Callable[[str], None]] = None) -> Iterator[Result]:
+                  steps: Optional[slice] = None, notice: Optional[Callable[[str], None]] = None,
+                  mesh=None) -> Iterator[Result]:
     """Every run under `path`, analyzed `jobs` at a time, yielded in the order of their paths as soon
     as each and all before it are done: an Analysis (or its JSON with as_json), or a RunFailure.
 
@@ -166,7 +168,8 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
         raise AdvisorError(f"jobs must be at least 1, not {jobs}")
     notice = notice or progress
     units = find_units(path)
-    job = Job(None if rules is None else tuple(rules), options, device_memory, as_json, steps)
+    job = Job(None if rules is None else tuple(rules), options, device_memory, as_json, steps,
+              tuple(map(tuple, mesh)) if mesh else None)
     if any(isinstance(u, RemoteRun) and u.process_local for u in units):
         jobs, engine = 1, "process"     # memory:// exists in this process only
     if engine == "ray" and not ray_address:
@@ -265,7 +268,7 @@ def analyze_all(path: str | Path, rules: Optional[list[Rule]] = None,
                 progress: Callable[[str], None] = lambda msg: None,
                 device_memory: Optional[int] = None, *, jobs: int = 1, engine: str = "process",
                 ray_address: Optional[str] = None,
-                steps: Optional[slice] = None) -> tuple[list[Analysis], list[RunFailure]]:
+                steps: Optional[slice] = None, mesh=None) -> tuple[list[Analysis], list[RunFailure]]:
     """Every run under `path`: the ones that could be read, and the ones that could not (with why).
 
     A path that holds no run at all is an error (AdvisorError); one unreadable run among many is not.
@@ -274,7 +277,7 @@ def analyze_all(path: str | Path, rules: Optional[list[Rule]] = None,
     """
     out, failed = [], []
     for result in iter_analyses(path, rules, options, progress, device_memory, jobs=jobs, engine=engine,
-                                ray_address=ray_address, steps=steps):
+                                ray_address=ray_address, steps=steps, mesh=mesh):
         (failed if isinstance(result, RunFailure) else out).append(result)
     return out, failed
 
@@ -298,12 +301,12 @@ def analyze_run(run: RunFiles, rules: Optional[list[Rule]] = None,
     return analyze_profile(load_run(run, steps), rules, options, device_memory)
 
 
-def _views(profile: Profile) -> None:
-    """The derived views the rules read, computed once before them."""
+def _views(profile: Profile, mesh=None) -> None:
+    """The derived views the rules read, computed once before them (mesh: the axes given with --mesh)."""
     from .views import parallelism
 
     try:
-        parallelism.of(profile)
+        parallelism.of(profile, mesh)
     except Exception as err:  # noqa: BLE001 - a broken view must not stop the analysis
         profile.views["parallelism"] = None
         profile.notes.append(f"internal error in the parallelism view: {type(err).__name__}: {err} "
@@ -311,12 +314,13 @@ def _views(profile: Profile) -> None:
 
 
 def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
-                    options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None) -> Analysis:
+                    options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None,
+                    mesh=None) -> Analysis:
     """The rules on a loaded run; device_memory (bytes) stands for the capacity the trace does not record."""
     if device_memory:
         profile.device_capacity_bytes = device_memory
         profile.notes.append(f"device memory capacity {device_memory:,} bytes, as given on the command line")
-    _views(profile)
+    _views(profile, mesh)
     rules = all_rules() if rules is None else rules
     options = options or {}
     findings = []
