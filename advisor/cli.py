@@ -62,6 +62,23 @@ def rule_options(fn):
     return fn
 
 
+def peak_options(fn):
+    """--peak-flops/--peak-bandwidth: the device peaks efficiency is measured against."""
+    fn = click.option("--peak-bandwidth", metavar="RATE",
+                      help="Peak memory bandwidth, e.g. 3.35TB/s or 819GB/s: replaces the device table's figure "
+                           "(needed on CPU and unknown devices; see advisor calibrate).")(fn)
+    fn = click.option("--peak-flops", metavar="RATE",
+                      help="Peak matmul FLOP/s for the step's matmul dtype, e.g. 989T or 989e12: replaces the "
+                           "device table's figure (needed on CPU and unknown devices; see advisor calibrate).")(fn)
+    return fn
+
+
+def resolve_peaks(peak_flops, peak_bandwidth):
+    from .peaks import user_peaks
+
+    return user_peaks(peak_flops, peak_bandwidth)
+
+
 def resolve_rule_settings(select, ignore, option, device_memory):
     """Rules and thresholds from the project config, overridden by the command line."""
     from .engine import all_rules, select_rules
@@ -114,8 +131,10 @@ def main():
               help="Analyze only the steps numbered A to B-1 (A: or :B for open ends, N for one step): "
                    "every figure is over those steps, and the report says which.")
 @rule_options
+@peak_options
 @user_errors
-def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ignore, option, device_memory):
+def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ignore, option, device_memory,
+            peak_flops, peak_bandwidth):
     """Diagnose existing traces: a logdir, a run folder or one .xplane.pb, as a path or a URL
     (gs://bucket/logdir, s3://..., file://..., any fsspec URL).
 
@@ -133,7 +152,7 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
 
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
     run_options = {"jobs": jobs or default_jobs(), "engine": engine, "ray_address": ray_address,
-                   "steps": parse_steps_flag(steps_text)}
+                   "steps": parse_steps_flag(steps_text), "peaks": resolve_peaks(peak_flops, peak_bandwidth)}
     progress = _progress(sys.stderr.isatty())
     if fmt == "html":
         from .api import analyze as analyze_api

@@ -8,6 +8,7 @@ import sysconfig
 from typing import Optional
 
 from ..model import HloModule, Instruction, SourceLine, collective_kind
+from .hlo_cost import module_cost
 from .hlo_proto import ELEMENT_TYPES, TUPLE, HloProto
 
 # Frames in these packages are the libraries', not the user's: attribution skips them.
@@ -59,6 +60,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     accumulation = _accumulation_trip_count(comps)
     fused = {cid: frozenset(i.opcode for i in c.instructions) for cid, c in comps.items()}
 
+    costs, runs = module_cost(mod)      # once per program, never per event
     instructions: dict[str, Instruction] = {}
     has_remat = False
     inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()}
@@ -89,6 +91,10 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                 group_size=_group_size(ins) if collective_kind(ins.opcode) else None,
                 operand_bytes=sum(shape_info(by_id[o].shape)[2] for o in ins.operand_ids if o in by_id)
                 if collective_kind(ins.opcode) else 0)
+            cost = costs.get(ins.name)
+            if cost is not None:
+                instructions[ins.name].cost = cost
+                instructions[ins.name].runs = runs.get(ins.name)
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
     params, output_bytes, updated, sharded, param_dims = {}, 0, frozenset(), {}, {}

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import mib, size
+from . import efficiency_text
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _SEVERITIES = ("error", "warning", "info")
@@ -121,6 +122,9 @@ def _verified(doc: dict, console: Console) -> None:
 def _summary(doc: dict, console: Console) -> None:
     s = doc["summary"]
     console.print(Text(doc["path"] or "(not run)", style="bold"))
+    verdict = efficiency_text.verdict_line(doc)
+    if verdict is not None:
+        console.print(verdict)
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="dim")
     table.add_column()
@@ -175,6 +179,7 @@ def _summary(doc: dict, console: Console) -> None:
     _device_table(doc, console)
     for note in doc.get("notes", []):
         console.print(Text(f"note: {note}", style="dim"))
+    efficiency_text.render(doc, console)
 
 
 def _device_table(doc: dict, console: Console) -> None:
