@@ -501,6 +501,30 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
         render(rows, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
 
 
+@main.command()
+@click.option("--size", type=click.IntRange(min=64, max=16384), default=2048, show_default=True,
+              help="The matmul benchmark's square size.")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True,
+              help="The matmul benchmark's dtype (XLA:CPU runs bfloat16 slower than float32).")
+@click.option("--stream-mib", type=click.IntRange(min=16, max=4096), default=256, show_default=True,
+              help="The stream benchmark's array size in MiB (well above the caches).")
+@user_errors
+def calibrate(size, dtype, stream_mib):
+    """Measure this host's peak matmul FLOP/s and memory bandwidth on JAX's default device (a matmul and a
+    stream benchmark, best of 5) and store them in the user cache folder ($ADVISOR_CACHE_DIR, else
+    ~/.cache/advisor): `analyze` then measures efficiency on traces of this host (CPU, or a device
+    advisor's table does not know) against them, labelled "measured on <host> by advisor calibrate"."""
+    from . import calibrate as cal
+    from .report.efficiency_text import rate
+
+    entry = cal.measure(size, dtype, stream_mib)
+    path = cal.save(entry)
+    click.echo(f"{entry['host']} ({entry['backend']}, {entry['device_kind']}): matmul {rate(entry['flops_per_s'])} "
+               f"({dtype}, {size}x{size}), stream {rate(entry['bytes_per_s'], 'B/s')} "
+               f"({entry['stream_bytes'] / 2**20:.0f} MiB moved)")
+    click.echo(f"stored in {path}; analyze uses them for traces recorded on {entry['host']} ({entry['backend']})")
+
+
 @main.command("rules")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_rules(fmt):

@@ -160,6 +160,10 @@ def device_peak(profile: Profile, dtype: str, user: Optional[UserPeaks] = None) 
     elif profile.backend != "cpu":
         row = match_row(profile.device_name)
     base = trace_peak or (row_peak(row, dtype) if row else None)
+    if not user and base is None and profile.hosts:
+        from ..calibrate import stored
+
+        user = stored(profile.backend, profile.hosts[0].name)    # advisor calibrate, on the host of the trace
     if user:
         return user.over(base, socket.gethostname() if profile.backend == "cpu" else profile.device_name,
                          dtype_class(dtype)), ""
