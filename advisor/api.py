@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
 from .engine import Analysis, RunFailure
+from .errors import AdvisorError
 
 Size = Union[int, str, None]
 
@@ -18,9 +19,15 @@ Size = Union[int, str, None]
 def _size(value: Size, name: str) -> Optional[int]:
     from .settings import parse_size_flag
 
-    if value is None or isinstance(value, int):
-        return value
-    return parse_size_flag(str(value), name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise AdvisorError(f"{name} expects a size in bytes or a string like \"16GB\", got {value!r}")
+    if isinstance(value, (int, float)):
+        if not value > 0 or value != value or value == float("inf"):
+            raise AdvisorError(f"{name} expects a positive size in bytes, got {value!r}")
+        return int(value)
+    return parse_size_flag(value, name)
 
 
 @dataclasses.dataclass
@@ -50,8 +57,9 @@ class Report:
         return render_report(self)
 
     def save_html(self, path: Union[str, Path]) -> Path:
+        from .outputs import write_text
         path = Path(path)
-        path.write_text(self.to_html(), encoding="utf-8")
+        write_text(path, self.to_html())
         return path
 
     def _repr_html_(self) -> str:
@@ -168,15 +176,25 @@ class Trace:
     def __exit__(self, exc_type, exc, tb) -> bool:
         import jax
 
+        from .cleanup import untrack
         from .runner import MEMORY_PROFILE, _claim_run_dir
 
         try:
             jax.block_until_ready(jax.live_arrays())
         finally:
             jax.profiler.stop_trace()
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            # Ctrl-C (or SystemExit) in the block: the profiler is stopped, its partial trace removed
+            from .cleanup import remove
+            remove(self._private)
+            self.error = f"interrupted ({exc_type.__name__}): no trace kept"
+            return False
         try:
             self.run_dir = _claim_run_dir(self._private, self.logdir / "plugins" / "profile")
-            jax.profiler.save_device_memory_profile(str(self.run_dir / MEMORY_PROFILE))
+            try:
+                jax.profiler.save_device_memory_profile(str(self.run_dir / MEMORY_PROFILE))
+            finally:
+                untrack(self.run_dir)     # the user's trace: kept whatever happens next
             self.report = analyze(self.run_dir, **self.analyze_kwargs)
         except Exception as err:  # noqa: BLE001 - the user's own exception matters more than ours
             if exc_type is None:

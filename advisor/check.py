@@ -5,13 +5,15 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 from pathlib import Path
 from typing import Any, Optional
 
-from . import __version__
+from . import __version__, safe_json
 from .compare import Comparison, Metrics, compare, metrics
 from .engine import Analysis
 from .errors import AdvisorError
+from .outputs import write_text
 from .findings import SEVERITIES
 from .timing import PairedTiming, paired_verdict
 
@@ -69,10 +71,7 @@ def save_baseline(path: Path, analysis: Analysis, workload: Optional[dict] = Non
         "workload": workload,
         "metrics": metrics(analysis).to_json(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)   # never leave a half-written baseline behind
+    write_text(path, safe_json.dumps(doc, indent=2) + "\n")   # never a half-written baseline
 
 
 def read_baseline(path: Path) -> Metrics:
@@ -85,15 +84,26 @@ def read_baseline_doc(path: Path) -> tuple[Metrics, Optional[dict]]:
     if not path.is_file():
         raise AdvisorError(f"{path}: no such baseline; create it with `advisor check ... --write-baseline {path}`")
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_not_a_number)
+        bad = safe_json.non_finite(doc.get("metrics"))   # 1e999 reads as inf
+        if bad:
+            raise ValueError(f"not a finite number at metrics{bad[0].removeprefix('$')}")
         workload = doc.get("workload")
         if workload is not None and not (isinstance(workload.get("name"), str)
                                          and isinstance(workload.get("overrides", []), list)):
             raise TypeError("its workload is not {name, preset, overrides}")
         return Metrics.from_json(doc["metrics"]), workload
+    except RecursionError:
+        raise AdvisorError(f"{path}: not an advisor baseline (nested too deeply); "
+                           "write it again with --write-baseline") from None
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise AdvisorError(f"{path}: not an advisor baseline ({type(err).__name__}: {err}); "
                            "write it again with --write-baseline") from None
+
+
+def _not_a_number(name: str):
+    # a NaN budget figure compares false with everything: every regression would pass
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 @dataclasses.dataclass
@@ -199,6 +209,9 @@ def _memory_check(c: Comparison, threshold: float) -> Check:
 def parse_percent(text: str, name: str) -> float:
     t = text.strip()
     try:
-        return float(t[:-1]) / 100 if t.endswith("%") else float(t)
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
-        raise AdvisorError(f"{name} expects a percentage like 10% or a fraction like 0.1, got {text!r}") from None
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise AdvisorError(f"{name} expects a percentage like 10% or a fraction like 0.1, got {text!r}")
+    return value

@@ -19,12 +19,14 @@ from rich.console import Console
 from . import __version__
 from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
+from .outputs import atomic_open, refuse_overwrite, write_text
+from .report.escape import terminal, visible
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _fail(message: str) -> None:
-    click.echo(f"advisor: error: {message}", err=True)
+    click.echo(f"advisor: error: {visible(message)}", err=True)
     sys.exit(EXIT_USAGE)
 
 
@@ -39,6 +41,9 @@ def user_errors(fn):
             _fail(str(err))
         except OSError as err:
             _fail(os_error_line(err))
+        except KeyboardInterrupt:
+            from .cleanup import interrupted
+            interrupted()
     return wrapper
 
 
@@ -96,7 +101,7 @@ def resolve_rule_settings(select, ignore, option, device_memory):
 def _progress(enabled: bool):
     if not enabled:
         return lambda msg: None
-    return lambda msg: _err.print(f"[dim]advisor:[/dim] {msg}")
+    return lambda msg: _err.print(terminal("advisor:", "dim") + " " + terminal(msg))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -146,6 +151,7 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
     from .engine import default_jobs
 
     _check_output(fmt, output)
+    refuse_overwrite({"--output": output}, [path])
     if ray_address and engine != "ray":
         raise AdvisorError("--ray-address joins a Ray cluster: give --engine ray too")
     from .settings import parse_steps_flag
@@ -165,7 +171,7 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
         failed = _analyze_docs(path, fmt, output, rules, options, capacity, progress, run_options)
     if failed:
         for f in failed:
-            _err.print(f"advisor: not analyzed: {f['reason']}", markup=False)
+            _err.print(terminal(f"advisor: not analyzed: {f['reason']}"))
         sys.exit(EXIT_SOME_RUNS_FAILED)
 
 
@@ -179,14 +185,14 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
     if fmt == "jsonl":
         from .report.json_report import jsonl_line
 
-        with (open(output, "w", encoding="utf-8") if output else contextlib.nullcontext(None)) as fh:
+        with (atomic_open(output) if output else contextlib.nullcontext(None)) as fh:
             for result in results:
                 item = result.to_json() if isinstance(result, RunFailure) else result
                 if isinstance(result, RunFailure):
                     failed.append(item)
                 click.echo(jsonl_line(item, path), file=fh)
         if output:
-            _err.print(f"advisor: report written to {output}", markup=False)
+            _err.print(terminal(f"advisor: report written to {output}"))
         return failed
     for result in results:
         if isinstance(result, RunFailure):
@@ -198,9 +204,9 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
         _write(output, render(docs, path, "analyze", failed=failed))
     elif output:
         from .report.text import render
-        with open(output, "w", encoding="utf-8") as fh:
+        with atomic_open(output) as fh:
             render(docs, Console(file=fh, highlight=False, soft_wrap=True, width=160), failed, path)
-        _err.print(f"advisor: report written to {output}", markup=False)
+        _err.print(terminal(f"advisor: report written to {output}"))
     else:
         from .report.text import render
         render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160), failed,
@@ -302,6 +308,7 @@ def compare_cmd(base, new, fmt, output):
     from .engine import analyze_path
 
     _check_output(fmt, output)
+    refuse_overwrite({"--output": output}, [base, new])
     pairs = match_runs(analyze_path(base), analyze_path(new), base, new)
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
@@ -375,8 +382,8 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     Markdown summary to $GITHUB_STEP_SUMMARY.
     """
     import os
-    import tempfile
 
+    from . import cleanup
     from .check import StepTimeEvidence, parse_percent, read_baseline_doc, run_check, save_baseline
     from .engine import analyze_path
     from .timing import confirm, measure, remeasure, start_sides
@@ -387,6 +394,10 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
         raise AdvisorError("--base-python times the base side by running it: give --workload NAME too")
     if not baseline and not write_baseline and not base_python:
         raise AdvisorError("give --baseline FILE to compare with, or --write-baseline FILE to create one")
+    refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out, "--write-baseline": write_baseline},
+                     [path])
+    # --write-baseline onto --baseline updates it (read first, replaced whole): the other outputs never
+    refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out}, [baseline])
     step_budget = parse_percent(max_step_time_regression, "--max-step-time-regression")
     memory_budget = parse_percent(max_memory_regression, "--max-memory-regression")
     base, base_workload = read_baseline_doc(baseline) if baseline else (None, None)
@@ -396,7 +407,9 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     workers = []
     progress = _progress(True)
     try:
-        with tempfile.TemporaryDirectory(prefix="advisor-check-") as tmp:
+        with contextlib.ExitStack() as stack:
+            tmp = cleanup.mkdtemp("check")
+            stack.callback(cleanup.remove, tmp)
             if workload:
                 from advisor import workloads
                 from .runner import profile_workload
@@ -429,7 +442,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                                    "what could be read")
             if write_baseline:
                 save_baseline(write_baseline, analysis, workload_info)
-                _err.print(f"advisor: baseline written to {write_baseline}")
+                _err.print(terminal(f"advisor: baseline written to {write_baseline}"))
                 if not base and not workers:
                     sys.exit(0)
             if workers:
@@ -566,6 +579,46 @@ def explain(rule_id, fmt):
     click.echo(rule.doc.strip())
 
 
+@main.command()
+@click.argument("logdir", type=click.Path(path_type=Path))
+@click.option("--port", type=click.IntRange(0, 65535), default=6007, show_default=True,
+              help="Port on 127.0.0.1 (0: any free port).")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Runs analyzed at once, each in a worker process.")
+@user_errors
+def serve(logdir, port, workers):
+    """Serve the Advisor pages of TensorBoard's Advisor tab for LOGDIR on localhost, without
+    TensorBoard: the runs newest first, each analyzed when opened (cached in ~/.cache/advisor)."""
+    import logging
+    import socket
+
+    from werkzeug.serving import make_server
+
+    from .tensorboard.app import AdvisorApp, wsgi
+    from .tensorboard.jobs import Jobs
+
+    if not logdir.is_dir():
+        raise AdvisorError(f"{logdir}: no such folder; give a TensorBoard logdir (a folder of profile runs)")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)   # no access log: request paths are data
+    sock = socket.socket()      # bound here: werkzeug would print its own lines and exit 1 on a taken port
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as err:
+        sock.close()
+        raise AdvisorError(f"127.0.0.1:{port}: {err.strerror or err}; choose another --port (0: any free one)")
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server = make_server("127.0.0.1", port,
+                         wsgi(AdvisorApp(logdir, profile_links=False, jobs=Jobs(workers))), threaded=True,
+                         fd=sock.fileno())
+    _err.print(f"advisor: serving {logdir} at http://127.0.0.1:{port}/ (Ctrl-C stops)",
+               markup=False)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
 def _check_output(fmt: str, output) -> None:
     if fmt == "html" and not output:
         raise AdvisorError("--format html writes a file: give --output FILE (e.g. --output report.html)")
@@ -573,8 +626,8 @@ def _check_output(fmt: str, output) -> None:
 
 def _write(output, text: str) -> None:
     if output:
-        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        _err.print(f"advisor: report written to {output}", markup=False)
+        write_text(output, text if text.endswith("\n") else text + "\n")
+        _err.print(terminal(f"advisor: report written to {output}"))
     else:
         click.echo(text)
 
@@ -586,11 +639,11 @@ def _emit(report, fmt: str, output) -> None:
     elif fmt == "json":
         _write(output, report.to_json())
     elif output:
-        with open(output, "w", encoding="utf-8") as fh:
+        with atomic_open(output) as fh:
             from .report.text import render
             render([a.to_json() for a in report.runs], Console(file=fh, highlight=False, soft_wrap=True, width=160),
                    [f.to_json() for f in report.failed], report.read_from)
-        _err.print(f"advisor: report written to {output}", markup=False)
+        _err.print(terminal(f"advisor: report written to {output}"))
     else:
         _print(report.runs, fmt, report.read_from, report.command, report.failed)
 
@@ -609,5 +662,15 @@ def _print_docs(docs: list[dict], fmt: str, read_from: str, command: str = "anal
                list(failed), read_from)
 
 
+def entry() -> None:
+    """The `advisor` program: signals end it cleanly (exit 128+N, temporary folders removed), and the
+    folders of advisor runs killed outright (SIGKILL) before they could clean up are swept first.
+    Not in `main`, which tests and other programs call in their own process."""
+    from . import cleanup
+    cleanup.install_signal_handlers(sigint=True)
+    cleanup.sweep()
+    main(prog_name="advisor")
+
+
 if __name__ == "__main__":
-    main()
+    entry()

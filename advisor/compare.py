@@ -42,6 +42,16 @@ class Metrics:
 
     @classmethod
     def from_json(cls, doc: dict) -> "Metrics":
+        """Raises TypeError naming the key whose value is not what a baseline holds."""
+        def number(v):
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+        for key, ok in (("backend", lambda v: isinstance(v, str)), ("device", lambda v: isinstance(v, str)),
+                        ("step_times_ms", lambda v: isinstance(v, list) and all(map(number, v))),
+                        ("peak_memory_bytes", lambda v: v is None or number(v)),
+                        ("category_ms_per_step", lambda v: isinstance(v, dict) and all(map(number, v.values()))),
+                        ("findings", lambda v: isinstance(v, dict)), ("titles", lambda v: isinstance(v, dict))):
+            if key in doc and not ok(doc[key]):
+                raise TypeError(f"metrics.{key} is {str(doc[key])[:60]!r}, not what a baseline holds")
         return cls(backend=doc["backend"], device=doc["device"], step_times_ms=list(doc["step_times_ms"]),
                    peak_memory_bytes=doc.get("peak_memory_bytes"),
                    category_ms_per_step=dict(doc.get("category_ms_per_step", {})),

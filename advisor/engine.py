@@ -217,7 +217,10 @@ def _pool_results(units, job: Job, workers: int, progress) -> Iterator[tuple[int
 
     progress(f"analyzing {len(units)} runs in {workers} processes")
     died = []
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    from .cleanup import install_signal_handlers
+    # a worker stopped by SIGTERM removes its temporary folders as it exits
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=install_signal_handlers)
     try:
         futures = {pool.submit(run_job, unit, job): i for i, unit in enumerate(units)}
         for done, future in enumerate(as_completed(futures), 1):

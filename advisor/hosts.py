@@ -15,7 +15,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -38,13 +37,15 @@ def profile_hosts(name: str, preset: str, config: dict, hosts: int, logdir: Path
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    tmp = Path(tempfile.mkdtemp(prefix="advisor-hosts-"))
+    from . import cleanup
+    tmp = cleanup.mkdtemp("hosts")
+    procs = []
     try:
         (tmp / "config.json").write_text(json.dumps(config))
         env = {**os.environ, "JAX_PLATFORMS": "cpu",
                "XLA_FLAGS": f"--xla_force_host_platform_device_count={total // hosts}"}
         progress(f"starting {hosts} host processes with {total // hosts} simulated devices each (gloo over 127.0.0.1)")
-        procs = [subprocess.Popen([sys.executable, "-m", "advisor.hosts", name, preset, str(tmp / "config.json"),
+        procs += [subprocess.Popen([sys.executable, "-m", "advisor.hosts", name, preset, str(tmp / "config.json"),
                                    str(tmp / f"host{i}"), str(i), str(hosts), str(port)],
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                  for i in range(hosts)]
@@ -61,7 +62,11 @@ def profile_hosts(name: str, preset: str, config: dict, hosts: int, logdir: Path
             raise AdvisorError(f"the host processes failed: {'; '.join(errors)}")
         return _merge(tmp, hosts, logdir)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for proc in procs:      # interrupted: the hosts stop too
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        cleanup.remove(tmp)
 
 
 def _merge(tmp: Path, hosts: int, logdir: Path) -> Path:

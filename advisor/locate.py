@@ -8,7 +8,6 @@ import dataclasses
 import logging
 import re
 import shutil
-import tempfile
 import urllib.parse
 from pathlib import Path
 from typing import Iterator, Optional
@@ -181,7 +180,8 @@ def _names(paths) -> list[str]:
 def fetched(run: RemoteRun) -> Iterator[Path]:
     """The run's files copied into a private temporary folder (removed after): the loader reads local files."""
     fs, folder = _filesystem(run.url)
-    tmp = Path(tempfile.mkdtemp(prefix="advisor-fetch-"))
+    from . import cleanup
+    tmp = cleanup.mkdtemp("fetch")
     try:
         local = tmp / (folder.rstrip("/").rsplit("/", 1)[-1] or "run")
         local.mkdir()
@@ -193,7 +193,7 @@ def fetched(run: RemoteRun) -> Iterator[Path]:
                                    f"{_first_line(err)})") from None
         yield local
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        cleanup.remove(tmp)
 
 
 def find_units(path: str | Path) -> list:

@@ -10,19 +10,21 @@ import datetime
 import json
 import os
 import platform
+import re
 import secrets
-import shutil
 import statistics
 import time
 from pathlib import Path
 from typing import Callable, Optional
 
 from . import errors
+from .cleanup import remove, sweep, track, untrack
 
 RUN_METADATA = "advisor_run.json"
 MEMORY_PROFILE = "memory.prof"
 STEP_ANNOTATION = "train_step"
 TRACING_PREFIX = ".advisor-tracing-"     # a run-workload's private logdir while it traces
+_TRACING_NAME = re.compile(r"\.advisor-tracing-(\d+)-")
 
 
 def _versions() -> dict:
@@ -172,14 +174,27 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
                 wall_ms.append((time.perf_counter() - t0) * 1e3)
         finally:
             jax.profiler.stop_trace()
-    except Exception as err:  # noqa: BLE001 - only out-of-memory is turned into a finding
-        if private is not None:
-            shutil.rmtree(private, ignore_errors=True)
-        if _is_oom(err):
+    except BaseException as err:  # noqa: BLE001 - only out-of-memory is turned into a finding
+        if private is not None:       # Ctrl-C or SIGTERM included: no partial trace left in the logdir
+            remove(private)
+        if isinstance(err, Exception) and _is_oom(err):
             raise OutOfMemory(need, capacity, source, at_run_time=True, detail=str(err).splitlines()[0]) from None
         raise
     run_dir = _claim_run_dir(private, logdir / "plugins" / "profile")
-    jax.profiler.save_device_memory_profile(str(run_dir / MEMORY_PROFILE))
+    try:
+        jax.profiler.save_device_memory_profile(str(run_dir / MEMORY_PROFILE))
+        _write_metadata(run_dir, name, preset, config, device, built, compile_s, wall_ms, initial_loss, first_loss,
+                        memory, need, capacity, source)
+    except BaseException:
+        remove(run_dir)    # a run folder without its metadata is a partial one
+        raise
+    untrack(run_dir)
+    return run_dir
+
+
+def _write_metadata(run_dir, name, preset, config, device, built, compile_s, wall_ms, initial_loss, first_loss,
+                    memory, need, capacity, source) -> None:
+    import jax
 
     meta = {
         "workload": name,
@@ -203,16 +218,16 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
     }
     (run_dir / RUN_METADATA).write_text(json.dumps(meta, indent=2) + "\n")
-    return run_dir
 
 
 def _private_logdir(logdir: Path) -> Path:
     """A logdir only this process writes into: two runs started in the same second (jax.profiler
     names run folders by the second) never share a run folder."""
     logdir.mkdir(parents=True, exist_ok=True)
+    sweep(logdir, _TRACING_NAME)     # left by a run killed outright while it traced
     private = logdir / f"{TRACING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
     private.mkdir(exist_ok=False)
-    return private
+    return track(private)      # removed if the process is stopped while it traces
 
 
 def _claim_run_dir(private: Path, profile_root: Path) -> Path:
@@ -220,14 +235,15 @@ def _claim_run_dir(private: Path, profile_root: Path) -> Path:
     `<logdir>/plugins/profile/` (the TensorBoard layout): timestamp, process id, random suffix."""
     created = [p for p in (private / "plugins" / "profile").glob("*") if p.is_dir()]
     if len(created) != 1:
-        shutil.rmtree(private, ignore_errors=True)
+        remove(private)
         raise errors.AdvisorError(f"jax.profiler wrote {len(created)} run folders under {private}, expected one")
     profile_root.mkdir(parents=True, exist_ok=True)
     run_dir = profile_root / f"{created[0].name}_{os.getpid()}_{secrets.token_hex(3)}"
     run_dir.mkdir(exist_ok=False)
+    track(run_dir)     # partial until the caller has written what goes with the trace (it untracks it)
     for f in created[0].iterdir():
         f.rename(run_dir / f.name)
-    shutil.rmtree(private, ignore_errors=True)
+    remove(private)
     return run_dir
 
 

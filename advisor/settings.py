@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import math
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -30,33 +31,49 @@ class Settings:
     source: str = ""
 
 
-def _split_ids(value) -> list[str]:
+def _split_ids(value, where: str = "select") -> list[str]:
+    if value is None:
+        return []
     if isinstance(value, str):
         return [v.strip() for v in value.replace("\n", ",").split(",") if v.strip()]
-    return [str(v) for v in value or []]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise AdvisorError(f"{where} = {value!r}: expected a list of rule ids, e.g. [\"host-bound\"]")
 
 
 def read_project_settings(folder: Path) -> Settings:
     pyproject, setup_cfg = folder / "pyproject.toml", folder / "setup.cfg"
     if pyproject.is_file():
         try:
-            doc = tomllib.loads(pyproject.read_text())
-        except (tomllib.TOMLDecodeError, OSError) as err:
-            raise AdvisorError(f"{pyproject}: cannot read it ({err}); fix the file or run advisor elsewhere") from None
-        section = doc.get("tool", {}).get("advisor")
+            doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError, RecursionError) as err:
+            reason = "nested too deeply" if isinstance(err, RecursionError) else err
+            raise AdvisorError(f"{pyproject}: cannot read it ({reason}); fix the file or run advisor elsewhere") \
+                from None
+        tool = doc.get("tool")
+        section = tool.get("advisor") if isinstance(tool, dict) else None
+        where = f"{pyproject} [tool.advisor]"
         if section is not None:
+            if not isinstance(section, dict):
+                raise AdvisorError(f"{where}: expected a table, got {section!r}")
             raw = {k: v for k, v in section.items() if k not in ("select", "ignore", "options")}
-            for rule, opts in (section.get("options") or {}).items():
+            options = section.get("options") or {}
+            if not isinstance(options, dict) or not all(isinstance(o, dict) for o in options.values()):
+                raise AdvisorError(f"{where} options = {options!r}: expected tables of RULE.OPTION = value, "
+                                   "e.g. [tool.advisor.options.host-bound] min_idle_share = 0.3")
+            for rule, opts in options.items():
                 for key, value in opts.items():
                     raw[f"{rule}.{key}"] = value
-            return Settings(_split_ids(section.get("select")), _split_ids(section.get("ignore")),
-                            _group(raw, f"{pyproject} [tool.advisor]"), f"{pyproject} [tool.advisor]")
+            return Settings(_split_ids(section.get("select"), f"{where} select"),
+                            _split_ids(section.get("ignore"), f"{where} ignore"), _group(raw, where), where)
     if setup_cfg.is_file():
         parser = configparser.ConfigParser()
         try:
-            parser.read(setup_cfg)
+            parser.read(setup_cfg, encoding="utf-8")
         except configparser.Error as err:
             raise AdvisorError(f"{setup_cfg}: cannot read it ({err.message.splitlines()[0]})") from None
+        except UnicodeDecodeError as err:
+            raise AdvisorError(f"{setup_cfg}: cannot read it (not UTF-8: {err.reason})") from None
         if parser.has_section("advisor"):
             sec = dict(parser.items("advisor"))
             raw = {k: v for k, v in sec.items() if k not in ("select", "ignore")}
@@ -102,21 +119,35 @@ def validate_options(options: dict[str, dict[str, Any]], rules: dict[str, Rule])
     return out
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
 def _convert(value, default, name: str):
-    if not isinstance(value, str):
-        return value
+    """value given for an option whose default is `default`, as that type; anything else is an error
+    naming the option, the value and what was expected."""
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
+            return value.lower() in _TRUE
+        raise AdvisorError(f"bad value for {name}: {value!r} is not true or false")
+    is_int = isinstance(default, int) or default is None
     try:
-        if isinstance(default, bool):
-            return value.lower() in ("1", "true", "yes", "on")
-        if isinstance(default, int) or default is None:
-            return int(parse_size(value))
-        return float(value)
-    except ValueError:
-        raise AdvisorError(f"bad value for {name}: {value!r} is not a number") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError
+        number = parse_size(value) if isinstance(value, str) and is_int else float(value)
+    except (ValueError, OverflowError):
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        expected = "a whole number of at least 0 (sizes like 64MiB too)" if is_int else "a number of at least 0"
+        raise AdvisorError(f"bad value for {name}: {value!r} is not {expected}")
+    return int(number) if is_int else number
 
 
 _UNITS = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+          # as Kubernetes writes them: 16G is 16e9 bytes, 16Gi is 16 GiB
+          "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
 
 
 def parse_size(text: str) -> float:
@@ -126,7 +157,10 @@ def parse_size(text: str) -> float:
     unit = t[len(num):]
     if unit not in _UNITS or not num:
         raise ValueError(text)
-    return float(num) * _UNITS[unit]
+    value = float(num) * _UNITS[unit]
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
 
 
 def parse_steps_flag(text, flag: str = "--steps") -> Optional[slice]:

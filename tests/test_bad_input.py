@@ -229,7 +229,8 @@ def test_two_traces_started_in_the_same_second_get_their_own_run_folders(tmp_pat
 
 def test_every_xla_primitive_type_has_its_width():
     from advisor.load.hlo import shape_info
-    from advisor.load.hlo_proto import ELEMENT_TYPES, HloProto
+    from advisor.load.element_types import ELEMENT_TYPES
+    from advisor.load.hlo_proto import HloProto
     from jax._src.lib import xla_client
 
     by_name = {n.lower(): int(v) for n, v in xla_client.PrimitiveType.__members__.items()}

@@ -58,7 +58,7 @@ def test_regression_fails_naming_it(baseline, tmp_path):
     assert proc.returncode == 1
     assert "FAIL  budget:peak-memory" in proc.stdout and "new since the baseline" in proc.stdout
     # GitHub annotations and step summary
-    assert "::error" in proc.stdout and "title=advisor budget:peak-memory" in proc.stdout
+    assert "::error" in proc.stdout and "title=advisor budget%3Apeak-memory" in proc.stdout   # `:` escaped as GitHub requires
     assert "advisor check FAILED" in summary.read_text()
     # JUnit: one test case per rule and per budget
     suite = ET.parse(junit).getroot().find("testsuite")

@@ -7,14 +7,24 @@ from .config import ConfigError
 
 
 def _module(name: str):
-    # Imported lazily: each pulls in flax and optax.
+    # Imported lazily: each pulls in jax, flax and optax.
+    _spec(name)
     if name == "transformer":
         from . import transformer as module
-    elif name == "mlp":
+    else:
         from . import mlp as module
+    return module
+
+
+def _spec(name: str):
+    # The config surface alone (schema, presets, validation, remedy keys): no jax.
+    if name == "transformer":
+        from . import transformer_spec as spec
+    elif name == "mlp":
+        from . import mlp_spec as spec
     else:
         raise ConfigError(f"unknown workload {name!r}; valid workloads: {', '.join(NAMES)}")
-    return module
+    return spec
 
 
 NAMES = ("transformer", "mlp")
@@ -27,11 +37,11 @@ def get(name: str):
 
 def remedy_config(name: str, remedy, config: dict) -> dict:
     """The config change that applies `remedy` (an advisor.remedies.Remedy) to this workload; {} if none."""
-    return _module(name).remedy_config(remedy, config)
+    return _spec(name).remedy_config(remedy, config)
 
 
 def resolve(name: str, preset: str, overrides) -> dict:
-    module = _module(name)
+    module = _spec(name)
     resolved = config.resolve(module.SCHEMA, module.PRESETS, preset, overrides)
     module.validate(resolved)
     return resolved

@@ -12,7 +12,6 @@ import optax
 from flax import struct
 from flax.training import train_state
 
-from . import parallel
 
 
 class TrainState(train_state.TrainState):
@@ -91,27 +90,3 @@ class Built:
     eval_loss: Callable           # (params) -> float: the loss without dropout, to check numerics
     # (state, metrics) -> the same, placed on the devices the step expects (sharded when parallel.data > 1)
     place: Callable = lambda state, metrics: (state, metrics)
-
-
-def shared_remedy_config(remedy, config: dict) -> dict:
-    """The config change for the remedies both workloads spell with the same keys (state donation,
-    bfloat16 compute, minibatches, batch size, FSDP); {} when the config already has it or the
-    remedy is not one of these (each workload maps its own: remat, layer scans)."""
-    kind = getattr(remedy.kind, "value", remedy.kind)
-    m, d, o = config.get("model", {}), config.get("data", {}), config.get("optimizer", {})
-    n = o.get("num_minibatches", 1)
-    if kind == "donate":
-        return {} if config.get("train", {}).get("donate") else {"train.donate": True}
-    if kind == "bfloat16":
-        return {"model.dtype": "bfloat16"} if m.get("dtype") != "bfloat16" else {}
-    if kind == "fewer_minibatches":
-        return {"optimizer.num_minibatches": remedy.value or 1} if n > 1 else {}
-    if kind == "more_minibatches":
-        factor = remedy.value or 2
-        return {"optimizer.num_minibatches": n * factor} if d.get("batch_size", 0) % (n * factor) == 0 else {}
-    if kind == "smaller_batch":
-        half = d.get("batch_size", 0) // 2
-        return {"data.batch_size": half} if half >= n and half % n == 0 else {}
-    if kind == "fsdp":
-        return parallel.fsdp_config(config)
-    return {}

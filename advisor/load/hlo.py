@@ -8,8 +8,9 @@ import sysconfig
 from typing import Optional
 
 from ..model import HloModule, Instruction, SourceLine, collective_kind
+from .element_types import ELEMENT_TYPES, TUPLE
 from .hlo_cost import module_cost
-from .hlo_proto import ELEMENT_TYPES, TUPLE, HloProto
+from .hlo_proto import HloProto
 
 # Frames in these packages are the libraries', not the user's: attribution skips them.
 _LIBRARY_PARTS = ("/jax/", "/jaxlib/", "/flax/", "/optax/", "/orbax/", "/chex/", "/importlib/")

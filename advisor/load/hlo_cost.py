@@ -32,7 +32,7 @@ import re
 from typing import Optional
 
 from ..model import Cost
-from .hlo_proto import ELEMENT_TYPES, TUPLE
+from .element_types import ELEMENT_TYPES, TUPLE
 
 TRANSCENDENTAL = frozenset({"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power",
                             "sqrt", "cbrt", "rsqrt", "tanh", "sine", "cosine", "tan", "atan2", "erf"})

@@ -155,54 +155,6 @@ message_type {
 }
 """
 
-def _element_types() -> dict[int, tuple[str, int]]:
-    """Every xla.PrimitiveType jaxlib knows: value -> (lowercase XLA name, bits per element).
-
-    Widths come from numpy / ml_dtypes (float8 variants, int4, float4_e2m1fn, ...); PRED is
-    stored as one byte; TUPLE, TOKEN and OPAQUE_TYPE hold no array data of their own.
-    """
-    import ml_dtypes
-    import numpy as np
-    from jax._src.lib import xla_client
-
-    out = {}
-    for name, value in xla_client.PrimitiveType.__members__.items():
-        dtype = _numpy_dtype(name.lower(), ml_dtypes, np)
-        if dtype is not None:
-            out[int(value)] = (name.lower(), _bits(dtype, ml_dtypes, np))
-    return out
-
-
-def _numpy_dtype(name: str, ml_dtypes, np):
-    if name == "pred":
-        return np.uint8
-    if name[0] in "su" and name[1:].isdigit():
-        kind = "int" if name[0] == "s" else "uint"
-        return getattr(np, f"{kind}{name[1:]}", None) or getattr(ml_dtypes, f"{kind}{name[1:]}", None)
-    if name[0] == "c" and name[1:].isdigit():
-        return getattr(np, f"complex{name[1:]}", None)
-    if name == "bf16":
-        return ml_dtypes.bfloat16
-    if name[0] == "f" and name[1:].isdigit():
-        return getattr(np, f"float{name[1:]}", None)
-    if name.startswith(("f8", "f4", "f6")):
-        return getattr(ml_dtypes, f"float{name[1]}_{name[2:]}", None)
-    return None
-
-
-def _bits(dtype, ml_dtypes, np) -> int:
-    if np.dtype(dtype).kind in "biufc":     # numpy's own types: whole bytes
-        return np.dtype(dtype).itemsize * 8
-    for info in (ml_dtypes.iinfo, ml_dtypes.finfo):
-        try:
-            return int(info(dtype).bits)
-        except (ValueError, TypeError):
-            continue
-    return np.dtype(dtype).itemsize * 8
-
-
-ELEMENT_TYPES = _element_types()
-TUPLE = 13
 
 
 HloProto = message_class(_SCHEMA, "advisor_xla.HloProto")

@@ -17,13 +17,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Optional
 
+from .. import cleanup
 from .xspace_slice import metadata_xspace, program_count
 
 HLO_SUFFIX = ".hlo_proto.pb"
@@ -57,7 +56,7 @@ class PendingXprof:
     the child's crash included."""
 
     def __init__(self, xplane: Path):
-        self.folder = Path(tempfile.mkdtemp(prefix="advisor-xprof-"))
+        self.folder = cleanup.mkdtemp("xprof")
         self.programs = None
         self.proc = None
         self.error: Optional[str] = None
@@ -117,7 +116,7 @@ class PendingXprof:
                 self.proc.wait()
             if self.proc.stdin is not None and not self.proc.stdin.closed:
                 self.proc.stdin.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        cleanup.remove(self.folder)
 
 
 def _reason(stderr: bytes) -> str:

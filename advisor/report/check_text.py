@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.text import Text
+
+from .escape import terminal
 
 
 def render(result, console: Console) -> None:
@@ -10,15 +13,15 @@ def render(result, console: Console) -> None:
         if c.passed and c.message == "no finding":
             continue
         if not c.passed:
-            mark = "[bold red]FAIL[/bold red]"
+            mark = ("FAIL", "bold red")
         elif c.level == "warning" and c.name.startswith("budget:"):
-            mark = "[yellow]WARN[/yellow]"   # passed, but not judged: say so
+            mark = ("WARN", "yellow")   # passed, but not judged: say so
         else:
-            mark = "[green]pass[/green]"
+            mark = ("pass", "green")
         where = f" ({c.source})" if c.source else ""
-        console.print(f"{mark}  {c.name}: {c.message}{where}")
+        console.print(Text.assemble(mark, terminal(f"  {c.name}: {c.message}{where}")))
     quiet = sum(1 for c in result.checks if c.passed and c.message == "no finding")
     if quiet:
-        console.print(f"[green]pass[/green]  {quiet} other rules: no finding")
-    verdict = "[green]advisor check passed[/green]" if result.passed else "[bold red]advisor check failed[/bold red]"
-    console.print(verdict)
+        console.print(Text.assemble(("pass", "green"), f"  {quiet} other rules: no finding"))
+    console.print(Text("advisor check passed", style="green") if result.passed
+                  else Text("advisor check failed", style="bold red"))

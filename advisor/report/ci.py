@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
+import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from .. import __version__
+from .. import safe_json
+from ..outputs import atomic_open, write_text
+from . import escape
 
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
@@ -18,15 +21,16 @@ def junit(result, path: Path) -> None:
     suite = ET.Element("testsuite", name="advisor check", tests=str(len(result.checks)),
                        failures=str(failures), errors="0")
     for c in result.checks:
-        case = ET.SubElement(suite, "testcase", classname="advisor." + c.name.split(":")[0], name=c.name)
+        name, message = escape.xml(c.name), escape.xml(c.message)
+        case = ET.SubElement(suite, "testcase", classname="advisor." + name.split(":")[0], name=name)
         if not c.passed:
-            ET.SubElement(case, "failure", message=c.message, type=c.name.split(":")[0]).text = c.message
+            ET.SubElement(case, "failure", message=message, type=name.split(":")[0]).text = message
         else:
-            ET.SubElement(case, "system-out").text = c.message
+            ET.SubElement(case, "system-out").text = message
     root = ET.Element("testsuites", name="advisor", tests=suite.get("tests"), failures=suite.get("failures"))
     root.append(suite)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    with atomic_open(path, "wb") as fh:
+        ET.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
 
 
 def _location(source: str | None) -> list[dict]:
@@ -34,9 +38,11 @@ def _location(source: str | None) -> list[dict]:
         return []
     file, line = source.rsplit(":", 1)
     try:
-        uri = Path(file).resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        uri = Path(file).as_uri() if file.startswith("/") else file
+        uri = urllib.parse.quote(Path(file).resolve().relative_to(Path.cwd().resolve()).as_posix(),
+                                 errors="surrogateescape")
+    except (ValueError, OSError):
+        # a URI reference either way: the characters a file name may hold percent-encoded
+        uri = ("file://" if file.startswith("/") else "") + urllib.parse.quote(file, errors="surrogateescape")
     region = {"startLine": int(line)} if line.isdigit() and int(line) > 0 else {}
     loc = {"artifactLocation": {"uri": uri}}
     if region:
@@ -64,12 +70,14 @@ def sarif(result, rules, path: Path) -> dict:
         results.append({
             "ruleId": f.rule,
             "level": _SARIF_LEVEL[f.severity],
-            "message": {"text": f"{f.title}. Fix: {f.recommendation.text}. Expected: {f.recommendation.expected.text}."},
+            "message": {"text": escape.sarif_text(
+                f"{f.title}. Fix: {f.recommendation.text}. Expected: {f.recommendation.expected.text}.")},
             "locations": _location(f.source),
         })
     for c in result.checks:
         if c.name.startswith("budget:") and not c.passed:
-            results.append({"ruleId": c.name, "level": "error", "message": {"text": c.message}, "locations": []})
+            results.append({"ruleId": c.name, "level": "error", "message": {"text": escape.sarif_text(c.message)},
+                            "locations": []})
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -78,8 +86,7 @@ def sarif(result, rules, path: Path) -> dict:
             "results": results,
         }],
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    write_text(path, safe_json.dumps(doc, indent=2) + "\n")
     return doc
 
 
@@ -89,7 +96,7 @@ def markdown(result) -> str:
     for c in result.checks:
         not_judged = c.level == "warning" and c.name.startswith("budget:")
         mark = "**fail**" if not c.passed else "warn" if not_judged else "pass"
-        lines.append(f"| `{c.name}` | {mark} | {c.message.replace('|', '/')} |")
+        lines.append(f"| {escape.markdown_code(c.name)} | {mark} | {escape.markdown(c.message)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -105,8 +112,9 @@ def github(result) -> None:
         if c.passed and c.level != "warning":
             continue
         kind = "error" if not c.passed else "warning"
-        where = ""
+        props = []
         if c.source and ":" in c.source:
             file, line = c.source.rsplit(":", 1)
-            where = f" file={file},line={line}"
-        print(f"::{kind}{where} title=advisor {c.name}::{c.message}")
+            props += [f"file={escape.gh_property(file)}"] + ([f"line={line}"] if line.isdigit() else [])
+        props.append(f"title={escape.gh_property('advisor ' + c.name)}")
+        print(f"::{kind} {','.join(props)}::{escape.gh_data(c.message)}")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from .escape import terminal
 
 
 def _ratio(x) -> str:
@@ -13,7 +16,7 @@ def _ratio(x) -> str:
 def render(results, console: Console) -> None:
     for name, c in results:
         if name:
-            console.print(f"[bold]{name}[/bold]")
+            console.print(terminal(name, "bold"))
         table = Table("metric", "base", "new", "ratio")
         b, n = c.base, c.new
         table.add_row("step time (median)", f"{b.step_time_ms or 0:.2f} ms", f"{n.step_time_ms or 0:.2f} ms",
@@ -22,7 +25,7 @@ def render(results, console: Console) -> None:
             table.add_row("peak memory", f"{b.peak_memory_bytes / 2**20:.1f} MiB",
                           f"{n.peak_memory_bytes / 2**20:.1f} MiB", _ratio(c.peak_memory_ratio))
         for cat, ratio in c.category_ratios.items():
-            table.add_row(f"op time: {cat}", f"{b.category_ms_per_step.get(cat, 0):.2f} ms/step",
+            table.add_row(terminal(f"op time: {cat}"), f"{b.category_ms_per_step.get(cat, 0):.2f} ms/step",
                           f"{n.category_ms_per_step.get(cat, 0):.2f} ms/step", _ratio(ratio))
         console.print(table)
         if c.step_time_regressed(0.0):
@@ -32,9 +35,9 @@ def render(results, console: Console) -> None:
         else:
             console.print("step time: within the measured noise")
         for rule in c.findings_added:
-            console.print(f"[yellow]+ {rule}[/yellow]: {n.titles.get(rule, '')}")
+            console.print(Text.assemble(terminal(f"+ {rule}", "yellow"), terminal(f": {n.titles.get(rule, '')}")))
         for rule in c.findings_removed:
-            console.print(f"[green]- {rule}[/green]: {b.titles.get(rule, '')}")
+            console.print(Text.assemble(terminal(f"- {rule}", "green"), terminal(f": {b.titles.get(rule, '')}")))
         if not c.findings_added and not c.findings_removed:
             console.print("findings: the same in both runs")
         console.print()

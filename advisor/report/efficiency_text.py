@@ -1,7 +1,8 @@
 """The efficiency section of the terminal report (`summary.efficiency`): the verdict line, MFU and
 rates against the named peak, and the time, FLOPs and bytes per op category.
 
-Everything from the trace (op names, device names) goes in as rich `Text`, never as markup.
+Everything from the trace (op names, device names, notes naming them) goes through
+`escape.terminal`: rich `Text`, never markup.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Optional
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from .escape import terminal
 
 _BOUND_STYLE = {"compute": "green", "memory": "yellow", "latency": "magenta", "host": "red", "communication": "cyan"}
 
@@ -38,7 +41,7 @@ def verdict_line(doc: dict) -> Optional[Text]:
     if not eff or not eff.get("verdict"):
         return None
     line = Text("verdict: ", style="bold")
-    line.append(eff["verdict"], style=_BOUND_STYLE.get(eff.get("bound") or "", ""))
+    line.append(terminal(eff["verdict"], _BOUND_STYLE.get(eff.get("bound") or "", "")))
     return line
 
 
@@ -59,8 +62,8 @@ def render(doc: dict, console: Console) -> None:
     table.add_row("achieved", Text(f"{rate(eff.get('achieved_flops_per_s'))}, "
                                    f"{rate(eff.get('achieved_bytes_per_s'), 'B/s')} over the step"))
     if peak:
-        table.add_row("peak", Text(f"{peak['device']}: {rate(peak.get('flops_per_s'))} {peak['dtype']}, "
-                                   f"{rate(peak.get('bytes_per_s'), 'B/s')} (source: {peak['source']})"))
+        table.add_row("peak", terminal(f"{peak['device']}: {rate(peak.get('flops_per_s'))} {peak['dtype']}, "
+                                       f"{rate(peak.get('bytes_per_s'), 'B/s')} (source: {peak['source']})"))
         table.add_row("MFU / HFU", Text(f"{pct(eff.get('mfu'))} / {pct(eff.get('hfu'))} of the peak {peak['dtype']} "
                                         "matmul rate (HFU counts remat's recomputation)"))
         if eff.get("ridge_flops_per_byte"):
@@ -82,10 +85,10 @@ def render(doc: dict, console: Console) -> None:
                     "bound"):
             t.add_column(col, justify="left" if col in ("category", "bound") else "right")
         for c in cats:
-            t.add_row(Text(c["category"]), f"{c['time_s'] * 1e3:.3f} ms", count(c["flops"], "FLOP"),
+            t.add_row(terminal(c["category"]), f"{c['time_s'] * 1e3:.3f} ms", count(c["flops"], "FLOP"),
                       count(c["bytes"], "B"), rate(c["flops_per_s"]), rate(c["bytes_per_s"], "B/s"),
                       pct(c["flops_share_of_peak"]), pct(c["bytes_share_of_peak"]),
                       Text(c["bound"] or "-", style=_BOUND_STYLE.get(c["bound"] or "", "")))
         console.print(t)
     for note in eff.get("notes", []):
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(terminal(f"note: {note}", "dim"))

@@ -5,12 +5,12 @@ this module only formats and draws them. Every chart has a table with its number
 
 from __future__ import annotations
 
-import html
 import io
 import json
 from typing import Any, Optional
 
 from ..units import mib
+from . import escape
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;max-width:1100px;
@@ -38,7 +38,7 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}
 
 
 def _e(x: Any) -> str:
-    return html.escape(str(x))
+    return escape.html(x)
 
 
 def _svg(fig) -> str:
@@ -59,9 +59,9 @@ def _barh(labels: list[str], values: list[float], unit: str, title: str, color: 
     fig, ax = _figure(6.0, 0.35 * len(labels) + 0.9)
     y = list(range(len(labels)))[::-1]
     ax.barh(y, values, color=color)
-    ax.set_yticks(y, [lab if len(lab) < 48 else lab[:45] + "…" for lab in labels])
+    ax.set_yticks(y, [escape.mathtext(lab if len(lab) < 48 else lab[:45] + "…") for lab in labels])
     ax.set_xlabel(unit)
-    ax.set_title(title, loc="left")
+    ax.set_title(escape.mathtext(title), loc="left")
     for yi, v in zip(y, values):
         ax.text(v, yi, f" {v:,.2f}", va="center", fontsize=8)
     return _svg(fig)
@@ -88,7 +88,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _finding(f: dict) -> str:
+def _finding(f: dict, extra: str = "") -> str:
     rec = f["recommendation"]
     exp = rec["expected"]
     saving = ("" if not exp.get("saving") else
@@ -104,7 +104,7 @@ def _finding(f: dict) -> str:
            f"<dt>cost</dt><dd>{_e(rec['cost'])}</dd>",
            f"<dt>source</dt><dd>{'<code>' + _e(f['source']) + '</code>' if f.get('source') else 'not in the trace'}</dd>",
            "</dl>",
-           f"<details><summary>evidence</summary><dl>{evidence}</dl></details>"]
+           f"<details><summary>evidence</summary><dl>{evidence}</dl></details>", extra]
     if f.get("verified"):
         out.append(_verified(f["rule"], f["verified"]))
     out.append("</section>")
@@ -121,13 +121,39 @@ def _verified(rule: str, v: dict) -> str:
     for i, (name, before, after) in enumerate(rows):
         ax = fig.add_subplot(1, 2, i + 1)
         ax.bar(["before", "after"], [before or 0, after or 0], color=["#9aa5b1", "#27ae60"])
-        ax.set_title(name, fontsize=9)
+        ax.set_title(escape.mathtext(name), fontsize=9)
     verdict = "improved" if v.get("improved") else "not improved"
     return _chart(_svg(fig), _table(["measure", "before", "after"], rows, f"verify of {rule}: {verdict}"),
                   f"verify {rule}: before and after")
 
 
-def _run(doc: dict, analysis=None) -> str:
+def figures(doc: dict, analysis=None) -> list[str]:
+    """The charts of one run (each with its table): the drawing part of a run's section, which needs
+    matplotlib and, for the step and memory plots, the Analysis itself (not only its document)."""
+    import matplotlib
+
+    with matplotlib.rc_context(STYLE):
+        return _figures(doc, analysis)
+
+
+def _figures(doc: dict, analysis=None) -> list[str]:
+    s = doc["summary"]
+    out = _plots(analysis, s) if analysis is not None else []
+    out += _device_chart(s)
+    for d in s.get("devices", []):
+        if "busy_in_steps_ms" in d:
+            cats = d["time_by_category_ms"]
+            svg = _barh(list(cats), list(cats.values()), "ms in the trace", f"{d['name']}: time by category")
+            out.append(_chart(svg, _table(["category", "ms"], [[k, v] for k, v in cats.items()]
+                                          + [["busy in steps", d["busy_in_steps_ms"]],
+                                             ["idle in steps", d["idle_in_steps_ms"]]],
+                                          f"{d['name']}: op time by category and idle time"), d["name"]))
+    return out
+
+
+def run_section(doc: dict, charts: list[str], finding_extra=None) -> str:
+    """One run's section: summary cards, findings most costly first, the charts from `figures`, notes.
+    finding_extra(finding_doc) -> HTML added inside each finding (the TensorBoard tab's links)."""
     s = doc["summary"]
     cards = [("step time", f"{s['step_time_ms']:,.2f} ms" if s.get("step_time_ms") is not None else "unknown"),
              ("steps", s.get("steps")),
@@ -144,24 +170,19 @@ def _run(doc: dict, analysis=None) -> str:
            '<div class="cards">' + "".join(f"<div class=card>{_e(k)}<b>{_e(v)}</b></div>" for k, v in cards)
            + "</div>"]
     out.append("<h2>Findings</h2>")
-    out += [_finding(f) for f in doc["findings"]] or ["<p>No findings: no rule fired on this run.</p>"]
+    out += ([_finding(f, finding_extra(f) if finding_extra else "") for f in doc["findings"]]
+            or ["<p>No findings: no rule fired on this run.</p>"])
     out.append("<h2>Where the step's time and memory go</h2>")
-    if analysis is not None:
-        out += _plots(analysis, s)
-    out += _device_chart(s)
-    for d in s.get("devices", []):
-        if "busy_in_steps_ms" in d:
-            cats = d["time_by_category_ms"]
-            svg = _barh(list(cats), list(cats.values()), "ms in the trace", f"{d['name']}: time by category")
-            out.append(_chart(svg, _table(["category", "ms"], [[k, v] for k, v in cats.items()]
-                                          + [["busy in steps", d["busy_in_steps_ms"]],
-                                             ["idle in steps", d["idle_in_steps_ms"]]],
-                                          f"{d['name']}: op time by category and idle time"), d["name"]))
+    out += charts
     if doc.get("notes"):
         out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in doc["notes"]) + "</ul>")
     if doc.get("warnings"):
         out.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in doc["warnings"]) + "</ul>")
     return "".join(out)
+
+
+def _run(doc: dict, analysis=None) -> str:
+    return run_section(doc, _figures(doc, analysis))
 
 
 def _device_chart(summary: dict) -> list[str]:
@@ -179,7 +200,7 @@ def _device_chart(summary: dict) -> list[str]:
         values = [d[key] for d in devices]
         ax.barh(y, values, left=left, color=color, label=name)
         left = [a + b for a, b in zip(left, values)]
-    ax.set_yticks(y, labels)
+    ax.set_yticks(y, [escape.mathtext(lab) for lab in labels])
     per = "ms per step" if all(d.get("steps") for d in devices) else "ms over the traced window"
     ax.set_xlabel(per)
     ax.legend(fontsize=7, loc="lower right")
@@ -232,11 +253,17 @@ def _plots(analysis, summary: dict) -> list[str]:
     return out
 
 
-def page(title: str, body: str) -> str:
-    from .. import __version__
+def head(title: str, extra: str = "") -> str:
+    """The document's start: charset, viewport, title, the report's CSS (inline, or `extra` in its place)."""
+    style = extra or f"<style>{CSS}</style>"
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
             '<meta name=viewport content="width=device-width, initial-scale=1">'
-            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
+            f"<title>{_e(title)}</title>{style}</head>")
+
+
+def page(title: str, body: str) -> str:
+    from .. import __version__
+    return (head(title) + "<body>"
             f"<h1>{_e(title)}</h1><p class=meta>advisor {_e(__version__)}</p>{body}</body></html>\n")
 
 
@@ -270,32 +297,41 @@ def render_compare(results: list, base: str, new: str) -> str:
 
 
 def _render_compare(results: list, base: str, new: str) -> str:
-    parts = []
-    for name, c in results:
-        d = c.to_json()
-        rows = [["step time (ms)", d["base"]["step_time_ms"], d["new"]["step_time_ms"], d["step_time_ratio"]],
-                ["peak memory (MiB)", _m(d["base"]["peak_memory_bytes"]), _m(d["new"]["peak_memory_bytes"]),
-                 d["peak_memory_ratio"]]]
-        cats = sorted(d["category_ratios"])
-        b = [d["base"]["category_ms_per_step"].get(k, 0.0) for k in cats]
-        n = [d["new"]["category_ms_per_step"].get(k, 0.0) for k in cats]
-        fig, ax = _figure(6.5, 0.4 * len(cats) + 1.0)
-        y = list(range(len(cats)))[::-1]
-        ax.barh([v + 0.2 for v in y], b, height=0.4, color="#9aa5b1", label="base")
-        ax.barh([v - 0.2 for v in y], n, height=0.4, color="#2e86c1", label="new")
-        ax.set_yticks(y, cats)
-        ax.set_xlabel("ms per step")
-        ax.legend()
-        ax.set_title("op time by category: base and new", loc="left")
-        parts.append(f"<h2>{_e(name)}</h2>"
-                     + _table(["measure", "base", "new", "new / base"], rows,
-                              f"step-time noise (relative spread): {d['step_time_noise']}")
-                     + _chart(_svg(fig), _table(["category", "base ms", "new ms", "new / base"],
-                                                [[k, bb, nn, d["category_ratios"][k]] for k, bb, nn in zip(cats, b, n)],
-                                                "op time by category per step"), "category deltas")
-                     + f"<p>findings added: {_e(', '.join(d['findings_added']) or 'none')}; removed: "
-                       f"{_e(', '.join(d['findings_removed']) or 'none')}</p>")
-    return page(f"advisor compare: {base} → {new}", "".join(parts))
+    return page(f"advisor compare: {base} → {new}", "".join(_compare_section(name, c) for name, c in results))
+
+
+def compare_section(name: str, comparison) -> str:
+    """One pair of runs compared (a compare.Comparison): measures, category chart, findings gained and lost."""
+    import matplotlib
+
+    with matplotlib.rc_context(STYLE):
+        return _compare_section(name, comparison)
+
+
+def _compare_section(name: str, c) -> str:
+    d = c.to_json()
+    rows = [["step time (ms)", d["base"]["step_time_ms"], d["new"]["step_time_ms"], d["step_time_ratio"]],
+            ["peak memory (MiB)", _m(d["base"]["peak_memory_bytes"]), _m(d["new"]["peak_memory_bytes"]),
+             d["peak_memory_ratio"]]]
+    cats = sorted(d["category_ratios"])
+    b = [d["base"]["category_ms_per_step"].get(k, 0.0) for k in cats]
+    n = [d["new"]["category_ms_per_step"].get(k, 0.0) for k in cats]
+    fig, ax = _figure(6.5, 0.4 * len(cats) + 1.0)
+    y = list(range(len(cats)))[::-1]
+    ax.barh([v + 0.2 for v in y], b, height=0.4, color="#9aa5b1", label="base")
+    ax.barh([v - 0.2 for v in y], n, height=0.4, color="#2e86c1", label="new")
+    ax.set_yticks(y, [escape.mathtext(k) for k in cats])
+    ax.set_xlabel("ms per step")
+    ax.legend()
+    ax.set_title("op time by category: base and new", loc="left")
+    return (f"<h2>{_e(name)}</h2>"
+            + _table(["measure", "base", "new", "new / base"], rows,
+                     f"step-time noise (relative spread): {d['step_time_noise']}")
+            + _chart(_svg(fig), _table(["category", "base ms", "new ms", "new / base"],
+                                       [[k, bb, nn, d["category_ratios"][k]] for k, bb, nn in zip(cats, b, n)],
+                                       "op time by category per step"), "category deltas")
+            + f"<p>findings added: {_e(', '.join(d['findings_added']) or 'none')}; removed: "
+              f"{_e(', '.join(d['findings_removed']) or 'none')}</p>")
 
 
 def _m(b: Optional[int]) -> Optional[float]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from .. import __version__
+from .. import __version__, safe_json
 
 SCHEMA_VERSION = 2
 
@@ -26,8 +26,17 @@ def envelope(command: str, inputs: Iterable[str], data: dict[str, Any], warnings
     return doc
 
 
-def dumps(doc: dict) -> str:
-    return json.dumps(doc, indent=2, default=str)
+def dumps(doc: dict, indent: int | None = 2) -> str:
+    """Strict JSON: a NaN or an infinity (a figure that could not be computed) is written as null and
+    named in the envelope's warnings."""
+    try:
+        return json.dumps(doc, indent=indent, default=str, allow_nan=False)
+    except ValueError:
+        found = safe_json.non_finite(doc)
+        if "warnings" in doc and found:
+            doc = {**doc, "warnings": list(doc["warnings"]) + [
+                f"not a finite number, written as null: {where}" for where in found[:20]]}
+        return safe_json.dumps(doc, indent=indent)
 
 
 def render(docs: list[dict], read_from: str, command: str = "analyze", warnings: Iterable[str] = (),
@@ -47,7 +56,7 @@ def jsonl_line(item: dict, read_from: str, command: str = "analyze") -> str:
                        [f"{item['path']}: not analyzed: {item['reason']}"])
     else:
         doc = envelope(command, [read_from], {"run": item, "failed": None}, item.get("warnings", []))
-    return json.dumps(doc, default=str)
+    return dumps(doc, indent=None)
 
 
 SCHEMA_FILES = {"analyze": "analyze.json", "run-workload": "analyze.json", "compare": "compare.json",

@@ -5,19 +5,21 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from .escape import terminal
+
 
 def render(rows: list[dict], console: Console) -> None:
     table = Table("config", "step time", "vs first", "peak memory", "vs first", "findings")
     for r in rows:
         if "error" in r:
-            table.add_row(r["config"], "", "", "", "", f"[red]{r['error']}[/red]")
+            table.add_row(terminal(r["config"]), "", "", "", "", terminal(r["error"], "red"))
             continue
         table.add_row(
-            r["config"],
+            terminal(r["config"]),
             f"{r['step_time_ms']:.1f} ms (spread {r['step_time_spread']:.0%})",
             f"x{r['step_time_ratio']:.2f}" if r["step_time_ratio"] else "n/a",
             f"{r['peak_memory_bytes'] / 2**20:.1f} MiB" if r["peak_memory_bytes"] else "n/a",
             f"x{r['peak_memory_ratio']:.2f}" if r["peak_memory_ratio"] else "n/a",
-            ", ".join(r["findings"]) or "none",
+            terminal(", ".join(r["findings"]) or "none"),
         )
     console.print(table)

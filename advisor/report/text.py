@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..units import mib, size
 from . import efficiency_text
+from .escape import terminal
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _SEVERITIES = ("error", "warning", "info")
@@ -18,6 +19,15 @@ _SEVERITIES = ("error", "warning", "info")
 FLEET_TABLE_MIN_RUNS = 4     # a report of at least this many runs ends with the fleet table
 FLEET_TOP = 3                # runs named under the fleet table for the slowest steps and largest peaks
 MAX_COLLECTIVES = 8     # rows of the collectives table
+
+
+def _row(table: Table, *cells) -> None:
+    """Every cell as a Text: a string from the trace is never parsed as markup."""
+    table.add_row(*(c if isinstance(c, Text) else terminal("" if c is None else c) for c in cells))
+
+
+def _line(console: Console, text: str, style: str = "") -> None:
+    console.print(terminal(text, style))
 
 
 def render(docs: list[dict], console: Console, failed: list[dict] = (), root: str = "") -> None:
@@ -62,7 +72,7 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
     for path, item in sorted(rows, key=lambda r: r[0]):
         if "reason" in item:
             reason = item["reason"].removeprefix(f"{path}: ")
-            table.add_row(run_name(path, root), "", "", "", "", "", Text(f"not analyzed: {reason}", style="red"))
+            _row(table, run_name(path, root), "", "", "", "", "", terminal(f"not analyzed: {reason}", "red"))
             continue
         counts = {sev: sum(f["severity"] == sev for f in item["findings"]) for sev in _SEVERITIES}
         for sev in _SEVERITIES:
@@ -71,22 +81,21 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
         step = f"{s['step_time_ms']:.2f} ms" if s.get("step_time_ms") is not None else "-"
         peak = mib(s["peak_memory_bytes"]) if s.get("peak_memory_bytes") is not None else "-"
         fired = ", ".join(dict.fromkeys(f["rule"] for f in item["findings"]))
-        table.add_row(run_name(path, root), *(str(counts[sev] or "") for sev in _SEVERITIES), step, peak,
+        _row(table, run_name(path, root), *(str(counts[sev] or "") for sev in _SEVERITIES), step, peak,
                       fired + (" (partial)" if item.get("warnings") else ""))
     console.print(table)
-    console.print("findings: " + ", ".join(f"{totals[sev]} {sev}{'s' if totals[sev] != 1 else ''}"
-                                           for sev in _SEVERITIES))
+    _line(console, "findings: " + ", ".join(f"{totals[sev]} {sev}{'s' if totals[sev] != 1 else ''}"
+                                            for sev in _SEVERITIES))
     by_step = sorted((d for d in docs if d["summary"].get("step_time_ms") is not None),
                      key=lambda d: (-d["summary"]["step_time_ms"], d["path"]))[:FLEET_TOP]
     if by_step:
-        console.print("slowest steps: " + ", ".join(
-            f"{run_name(d['path'], root)} ({d['summary']['step_time_ms']:.2f} ms)" for d in by_step), highlight=False)
+        _line(console, "slowest steps: " + ", ".join(
+            f"{run_name(d['path'], root)} ({d['summary']['step_time_ms']:.2f} ms)" for d in by_step))
     by_peak = sorted((d for d in docs if d["summary"].get("peak_memory_bytes") is not None),
                      key=lambda d: (-d["summary"]["peak_memory_bytes"], d["path"]))[:FLEET_TOP]
     if by_peak:
-        console.print("largest peaks: " + ", ".join(
-            f"{run_name(d['path'], root)} ({mib(d['summary']['peak_memory_bytes'])})" for d in by_peak),
-            highlight=False)
+        _line(console, "largest peaks: " + ", ".join(
+            f"{run_name(d['path'], root)} ({mib(d['summary']['peak_memory_bytes'])})" for d in by_peak))
 
 
 def _verified(doc: dict, console: Console) -> None:
@@ -100,57 +109,58 @@ def _verified(doc: dict, console: Console) -> None:
         v = f["verified"]
         change = " ".join(f"{k}={_value(x)}" for k, x in v["change"].items())
         if "error" in v:
-            table.add_row(f["rule"], change, "", "", f"[red]{v['error']}[/red]", "")
+            _row(table, f["rule"], change, "", "", terminal(v["error"], "red"), "")
             continue
         st = v["step_time_ms"]
         pm = v["peak_memory_bytes"]
         step = f"{st[0]:.1f} -> {st[1]:.1f} ms (x{v['step_time_ratio']:.2f}, noise {v['step_time_noise']:.0%})"
         peak = f"{mib(pm[0])} -> {mib(pm[1])} (x{v['peak_memory_ratio']:.2f})" if pm[0] and pm[1] else "n/a"
-        verdict = (f"[green]verified[/green]: {v['promised'].replace('_', ' ')} improved" if v["improved"]
-                   else f"[yellow]not verified[/yellow]: {v['promised'].replace('_', ' ')} did not improve")
+        promised = v["promised"].replace("_", " ")
+        verdict = (Text.assemble(("verified", "green"), terminal(f": {promised} improved")) if v["improved"]
+                   else Text.assemble(("not verified", "yellow"), terminal(f": {promised} did not improve")))
         loss = v["initial_loss"]
         if v["bug"]:
-            numerics = f"[red]BUG: loss {loss[0]:.6f} -> {loss[1]:.6f}[/red]"
+            numerics = Text(f"BUG: loss {loss[0]:.6f} -> {loss[1]:.6f}", style="red")
         elif v["numerics"] == "same function":
             numerics = f"same loss ({loss[0]:.6f})" if v["loss_match"] else "loss not recorded"
         else:
             numerics = f"changes numerics: loss {loss[0]:.6f} -> {loss[1]:.6f}"
-        table.add_row(f["rule"], change, step, peak, verdict, numerics)
+        _row(table, f["rule"], change, step, peak, verdict, numerics)
     console.print(table)
 
 
 def _summary(doc: dict, console: Console) -> None:
     s = doc["summary"]
-    console.print(Text(doc["path"] or "(not run)", style="bold"))
+    _line(console, doc["path"] or "(not run)", "bold")
     verdict = efficiency_text.verdict_line(doc)
     if verdict is not None:
         console.print(verdict)
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="dim")
     table.add_column()
-    table.add_row("backend", f"{doc['backend']} ({doc['device']})")
+    _row(table, "backend", f"{doc['backend']} ({doc['device']})")
     if s.get("run"):
         r = s["run"]
         params = f", {r['num_params']:,} parameters" if r.get("num_params") else ""
-        table.add_row("workload", f"{r.get('workload')} (preset {r.get('preset')}){params}")
+        _row(table, "workload", f"{r.get('workload')} (preset {r.get('preset')}){params}")
     if doc["path"] is None:
-        table.add_row("step time", "not run")
+        _row(table, "step time", "not run")
     elif s["step_time_ms"] is not None:
         spread = f", spread {s['step_time_spread_ms']:.2f} ms" if s.get("step_time_spread_ms") is not None else ""
         source = "" if s.get("steps_from") in (None, "step annotations") else f" ({s['steps_from']}: no step annotations)"
-        table.add_row("step time", f"{s['step_time_ms']:.2f} ms median over {s['steps']} steps{spread}{source}")
+        _row(table, "step time", f"{s['step_time_ms']:.2f} ms median over {s['steps']} steps{spread}{source}")
     else:
-        table.add_row("step time", "unknown: no step annotations (jax.profiler.StepTraceAnnotation) in the trace")
+        _row(table, "step time", "unknown: no step annotations (jax.profiler.StepTraceAnnotation) in the trace")
     if s.get("run", {}).get("step_wall_ms_median") is not None:
-        table.add_row("wall time", f"{s['run']['step_wall_ms_median']:.2f} ms median per step, measured by the runner")
+        _row(table, "wall time", f"{s['run']['step_wall_ms_median']:.2f} ms median per step, measured by the runner")
     if s.get("op_time_per_step_ms") is not None:
-        table.add_row("op time", f"{s['op_time_per_step_ms']:.2f} ms per step in {s['step_module']}")
+        _row(table, "op time", f"{s['op_time_per_step_ms']:.2f} ms per step in {s['step_module']}")
     if s["peak_memory_bytes"] is not None:
-        table.add_row("peak memory", f"{mib(s['peak_memory_bytes'])} ({s['peak_memory_source']})")
+        _row(table, "peak memory", f"{mib(s['peak_memory_bytes'])} ({s['peak_memory_source']})")
     else:
-        table.add_row("peak memory", "unknown: the trace carries no buffer assignment for the step program")
+        _row(table, "peak memory", "unknown: the trace carries no buffer assignment for the step program")
     if s.get("device_capacity_bytes"):
-        table.add_row("device memory", mib(s["device_capacity_bytes"]))
+        _row(table, "device memory", mib(s["device_capacity_bytes"]))
     for dev in s.get("devices", []):
         if "kernels" not in dev:
             continue
@@ -158,27 +168,27 @@ def _summary(doc: dict, console: Console) -> None:
         idle = f"; idle {dev['idle_in_steps_ms']:.2f} ms in steps" if "idle_in_steps_ms" in dev else ""
         if dev.get("launch_delay_median_us") is not None:
             idle += f"; launch to start {dev['launch_delay_median_us']:.1f} us (median of {dev['launches_matched']})"
-        table.add_row(dev["name"], f"{dev['description']}: {dev['kernels']} kernels, {dev['kernel_time_ms']:.2f} ms "
+        _row(table, dev["name"], f"{dev['description']}: {dev['kernels']} kernels, {dev['kernel_time_ms']:.2f} ms "
                                    f"({dev['small_kernels']} under 10 us), {dev['memcpys']} copies "
                                    f"{dev['memcpy_time_ms']:.2f} ms{idle}")
         if cats:
-            table.add_row("", f"by category: {cats}")
+            _row(table, "", f"by category: {cats}")
     if s.get("devices_idle"):
-        table.add_row("idle devices", ", ".join(s["devices_idle"]))
+        _row(table, "idle devices", ", ".join(s["devices_idle"]))
     for a in s.get("allocators", []):
-        table.add_row("allocator", f"{a['allocator']}: peak {mib(a['peak_bytes'])} in use in the window "
+        _row(table, "allocator", f"{a['allocator']}: peak {mib(a['peak_bytes'])} in use in the window "
                                    f"(lifetime peak {mib(a['lifetime_peak_bytes'])})")
     for entry in s.get("device_memory_profile", []):
         if entry["bytes"]:
-            table.add_row("live at save", f"{mib(entry['bytes'])} in {entry['count']} {entry['kind']}s on "
+            _row(table, "live at save", f"{mib(entry['bytes'])} in {entry['count']} {entry['kind']}s on "
                                            f"{entry['device'] or 'host'} (device memory profile)")
             for site in entry.get("largest_sites", [])[:2]:
                 if site["bytes"] >= 0.01 * entry["bytes"]:
-                    table.add_row("", f"{mib(site['bytes'])} allocated at {site['site']}")
+                    _row(table, "", f"{mib(site['bytes'])} allocated at {site['site']}")
     console.print(table)
     _device_table(doc, console)
     for note in doc.get("notes", []):
-        console.print(Text(f"note: {note}", style="dim"))
+        _line(console, f"note: {note}", "dim")
     efficiency_text.render(doc, console)
 
 
@@ -195,7 +205,7 @@ def _device_table(doc: dict, console: Console) -> None:
         table.add_column(col, justify="left" if col in ("device", "host", "") else "right")
     for d in devices:
         peak = mib(d["peak_memory_bytes"]) if d.get("peak_memory_bytes") is not None else "unknown"
-        table.add_row(d["name"], d["host"], f"{d['compute_ms']:.2f} ms", f"{d['collective_transfer_ms']:.2f} ms",
+        _row(table, d["name"], d["host"], f"{d['compute_ms']:.2f} ms", f"{d['collective_transfer_ms']:.2f} ms",
                       f"{d['collective_wait_ms']:.2f} ms", f"{d['idle_ms']:.2f} ms", peak,
                       Text("slowest", style="bold red") if d.get("slowest") else "")
     console.print(table)
@@ -209,7 +219,7 @@ def _device_table(doc: dict, console: Console) -> None:
         table.add_column(col, justify="left" if col in ("instruction", "opcode") else "right")
     for c in shown:
         bandwidth = _bandwidth(c["algorithmic_gb_per_s"])
-        table.add_row(c["instruction"], c["opcode"], f"{c['per_step']:g}", size(c["bytes_per_device"]),
+        _row(table, c["instruction"], c["opcode"], f"{c['per_step']:g}", size(c["bytes_per_device"]),
                       f"{c['time_ms']:.2f} ms", f"{c['transfer_ms']:.2f} ms", f"{c['wait_ms']:.2f} ms", bandwidth)
     console.print(table)
 
@@ -218,7 +228,7 @@ def _warnings(doc: dict, console: Console) -> None:
     """What could not be read: said before the findings, so a partial answer never looks complete."""
     prefix = f"{doc['path']}: "
     for w in doc.get("warnings", []):
-        console.print(Text(f"PARTIAL: {w[len(prefix):] if w.startswith(prefix) else w}", style="bold yellow"))
+        _line(console, f"PARTIAL: {w[len(prefix):] if w.startswith(prefix) else w}", "bold yellow")
 
 
 def _findings(doc: dict, console: Console) -> None:
@@ -234,23 +244,22 @@ def _findings(doc: dict, console: Console) -> None:
     for f in findings:
         head = Text()
         head.append(f"{f['severity']:<8}", style=_STYLE[f["severity"]])
-        head.append(f"{f['rule']}  ", style="bold")
-        head.append(f["title"])
+        head.append(terminal(f"{f['rule']}  ", "bold"))
+        head.append(terminal(f["title"]))
         console.print(head)
         rec = f["recommendation"]
-        console.print(f"    fix:      {rec['text']}", highlight=False)
+        _line(console, f"    fix:      {rec['text']}")
         if rec["config"]:
             sets = " ".join(f"--set {k}={_value(v)}" for k, v in rec["config"].items())
-            console.print(f"    config:   {sets}", highlight=False)
-        console.print(f"    expected: {rec['expected']['text']}", highlight=False)
-        console.print(f"    cost:     {rec['cost']}", highlight=False)
+            _line(console, f"    config:   {sets}")
+        _line(console, f"    expected: {rec['expected']['text']}")
+        _line(console, f"    cost:     {rec['cost']}")
         for c in f["evidence"].get("candidates", []) if f["rule"] == "out-of-memory" else []:
             change = " ".join(f"--set {k}={_value(v)}" for k, v in c["change"].items())
             est = mib(c["estimated_bytes"]) if c.get("estimated_bytes") else c.get("error", "?")
-            console.print(f"    candidate: {change:<40} ~{est}  {'fits' if c['fits'] else 'does not fit'}",
-                          highlight=False)
+            _line(console, f"    candidate: {change:<40} ~{est}  {'fits' if c['fits'] else 'does not fit'}")
         if f.get("source"):
-            console.print(f"    source:   {f['source']}", highlight=False)
+            _line(console, f"    source:   {f['source']}")
 
 
 def _value(v) -> str:

@@ -1,0 +1,75 @@
+"""Links from a finding into the Profile plugin's tools for the same run.
+
+The Profile plugin (xprof) reads its selection from the TensorBoard page's query string: `run`,
+`tag` (the tool: trace_viewer, memory_viewer, op_profile, hlo_stats), `host`, `moduleName` and
+`opName`. Tools that cannot select an op get the op's name shown beside the link, to search for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import urllib.parse
+from typing import Any, Iterator, Optional
+
+OP_KEYS = ("instruction", "op", "op_name", "hlo_op")    # evidence keys whose values name HLO ops
+MODULE_KEYS = ("module", "step_module")
+TOOL_TITLES = {"trace_viewer": "trace viewer", "memory_viewer": "memory viewer", "op_profile": "op profile",
+               "hlo_stats": "HLO stats"}
+MEMORY_RULES = ("missing-remat", "float32-activations", "float32-attention-logits", "replicated-state",
+                "remat-too-broad", "unneeded-grad-accumulation", "missing-buffer-donation")
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+    tool: str
+    url: str              # relative to the TensorBoard page
+    search: Optional[str]   # the op name to type into the tool's search, where it cannot be selected
+
+    @property
+    def title(self) -> str:
+        return TOOL_TITLES.get(self.tool, self.tool)
+
+
+def _walk(value: Any, keys: tuple[str, ...]) -> Iterator[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k in keys and isinstance(v, str) and v:
+                yield v
+            else:
+                yield from _walk(v, keys)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _walk(v, keys)
+
+
+def _first(values: Iterator[str]) -> Optional[str]:
+    return next(iter(values), None)
+
+
+def profile_url(run: str, tool: str, host: Optional[str] = None, module: Optional[str] = None,
+                op: Optional[str] = None) -> str:
+    """The TensorBoard URL (query and fragment) that opens the Profile plugin on this run and tool."""
+    params = {"run": run, "tag": tool}
+    if host:
+        params["host"] = host
+    if module:
+        params["moduleName"] = module
+    if op:
+        params["opName"] = op
+    return "?" + urllib.parse.urlencode(params, errors="surrogateescape") + "#profile"
+
+
+def finding_links(finding: dict, run: str, hosts: list[str], step_module: Optional[str]) -> list[Link]:
+    """The Profile plugin's tools that show what a finding is about."""
+    evidence = finding.get("evidence") or {}
+    op = _first(_walk(evidence, OP_KEYS))
+    module = _first(_walk(evidence, MODULE_KEYS)) or step_module
+    named_host = _first(_walk(evidence, ("host",)))
+    host = named_host if named_host in hosts else (hosts[0] if hosts else None)
+    links = [Link("trace_viewer", profile_url(run, "trace_viewer", host), op)]
+    if finding.get("rule") in MEMORY_RULES or op:
+        links.append(Link("memory_viewer", profile_url(run, "memory_viewer", host, module), op))
+    if op:
+        links.append(Link("op_profile", profile_url(run, "op_profile", host, op=op), op))
+        links.append(Link("hlo_stats", profile_url(run, "hlo_stats", host, op=op), op))
+    return links

@@ -1,0 +1,96 @@
+"""Stopped advisor leaves nothing behind: Ctrl-C and SIGTERM end it with 128+N and one line, its
+temporary folders removed; the folders of a run killed outright are swept at the next start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+
+SCAN = FIXTURES / "transformer_scan"
+
+
+def _start(*args, tmp: Path, **kw) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    env["TMPDIR"] = str(tmp)
+    return subprocess.Popen([sys.executable, "-m", "advisor", *map(str, args)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def _leftovers(tmp: Path) -> list[str]:
+    return sorted(p.name for p in tmp.iterdir() if p.name.startswith("advisor-"))
+
+
+def test_ctrl_c_while_run_workload_compiles_exits_130_and_leaves_nothing(tmp_path):
+    """JAX's callbacks swallowed the KeyboardInterrupt (the run went on) or crashed on it (exit 139)."""
+    tmp, logdir = tmp_path / "tmp", tmp_path / "logs"
+    tmp.mkdir()
+    proc = _start("run-workload", "transformer", "--preset", "tiny", "--logdir", logdir, tmp=tmp)
+    for line in proc.stderr:
+        if "compiling" in line:
+            break
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "advisor: interrupted" and "Traceback" not in err
+    assert not [p for p in logdir.rglob("*") if p.is_file()] and not _leftovers(tmp)
+
+
+def test_sigterm_during_analysis_removes_the_xprof_folder(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = _start("analyze", SCAN, "--jobs", "1", tmp=tmp)
+    deadline = time.monotonic() + 60
+    while not _leftovers(tmp) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if proc.poll() is not None:
+        pytest.skip("the analysis ended before its xprof folder was seen")
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert not _leftovers(tmp)
+
+
+def test_folders_of_killed_runs_are_swept_at_start(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale, fresh, alive = (tmp / f"advisor-xprof-{dead}-a", tmp / f"advisor-fetch-{dead}-b",
+                           tmp / f"advisor-xprof-{os.getpid()}-c")
+    for folder in (stale, fresh, alive):
+        folder.mkdir()
+        (folder / "vm.xplane.pb").write_bytes(b"x")
+    old = time.time() - 3600
+    for folder in (stale, alive):
+        os.utime(folder, (old, old))
+    proc = _start("rules", tmp=tmp)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    # the dead run's old folder goes; one that recent (a shared /tmp: maybe another machine's) and a
+    # live process's stay
+    assert _leftovers(tmp) == sorted([fresh.name, alive.name])
+
+
+def test_ctrl_c_inside_advisor_trace_stops_the_profiler_and_removes_the_partial_trace(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    import advisor
+    with pytest.raises(KeyboardInterrupt):
+        with advisor.trace(tmp_path) as t:
+            with t.step():
+                jnp.ones(8).sum().block_until_ready()
+            raise KeyboardInterrupt
+    assert not list(tmp_path.rglob("*.xplane.pb")) and not list(tmp_path.glob(".advisor-tracing-*"))
+    assert "interrupted" in t.error
+    jax.profiler.start_trace(str(tmp_path / "again"))    # the profiler was stopped: it starts again
+    jax.profiler.stop_trace()

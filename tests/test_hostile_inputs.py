@@ -1,0 +1,152 @@
+"""Inputs others produced: outputs that would land on them, non-finite baselines, badly typed values,
+bombs. Each ends in one line on stderr and a documented exit code, never a traceback or a lost file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import FIXTURES, cli
+
+SCAN = FIXTURES / "transformer_scan"
+
+
+def one_line(proc, code=2):
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+@pytest.fixture()
+def run(tmp_path):
+    shutil.copytree(SCAN, tmp_path / "scan")
+    return tmp_path / "scan"
+
+
+def _snapshot(root):
+    return {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_outputs_never_overwrite_or_enter_an_input(run, tmp_path):
+    xplane = next(run.rglob("*.xplane.pb"))
+    before = _snapshot(run)
+    for args in (["analyze", run, "--format", "json", "--output", xplane],
+                 ["analyze", xplane, "--output", xplane.parent / "report.txt"],
+                 ["analyze", run, "--output", run / "report.txt"],
+                 ["compare", run, SCAN, "--output", run / "nested" / "cmp.txt"],
+                 ["check", run, "--write-baseline", xplane],
+                 ["check", run, "--write-baseline", tmp_path / "b.json", "--junit", run / "j.xml"],
+                 ["check", run, "--write-baseline", tmp_path / "b.json", "--sarif", tmp_path / "b.json"]):
+        line = one_line(cli(*args))
+        assert "advisor: error:" in line and ("input" in line or "reads" in line or "same file" in line), line
+    assert _snapshot(run) == before
+
+
+def test_a_link_to_the_input_is_the_input(run, tmp_path):
+    xplane = next(run.rglob("*.xplane.pb"))
+    link = tmp_path / "link.pb"
+    link.symlink_to(xplane)
+    one_line(cli("analyze", xplane, "--format", "json", "--output", link))
+
+
+def test_write_baseline_may_update_the_baseline_it_reads(run, tmp_path):
+    baseline = tmp_path / "b.json"
+    assert cli("check", run, "--write-baseline", baseline).returncode == 0
+    proc = cli("check", run, "--baseline", baseline, "--write-baseline", baseline)
+    assert proc.returncode == 0, proc.stderr
+    json.loads(baseline.read_text())
+
+
+def test_a_failed_write_leaves_the_previous_file(tmp_path):
+    from advisor.outputs import atomic_open
+    out = tmp_path / "report.json"
+    out.write_text("previous")
+    with pytest.raises(RuntimeError):
+        with atomic_open(out) as fh:
+            fh.write("half")
+            raise RuntimeError("interrupted")
+    assert out.read_text() == "previous" and list(tmp_path.iterdir()) == [out]
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_non_finite_baseline_is_refused(run, tmp_path, value):
+    """A NaN step time compares false with everything: every budget would pass."""
+    baseline = tmp_path / "b.json"
+    assert cli("check", run, "--write-baseline", baseline).returncode == 0
+    text = baseline.read_text()
+    doc = json.loads(text)
+    peak = doc["metrics"]["peak_memory_bytes"]
+    baseline.write_text(text.replace(f'"peak_memory_bytes": {peak}', f'"peak_memory_bytes": {value}'))
+    assert one_line(cli("check", run, "--baseline", baseline)).startswith("advisor: error:")
+
+
+@pytest.mark.parametrize("key,value", [("step_times_ms", '["1"]'), ("peak_memory_bytes", '"big"'),
+                                       ("backend", "5"), ("category_ms_per_step", "[]")])
+def test_a_badly_typed_baseline_is_refused(run, tmp_path, key, value):
+    baseline = tmp_path / "b.json"
+    assert cli("check", run, "--write-baseline", baseline).returncode == 0
+    doc = json.loads(baseline.read_text())
+    doc["metrics"][key] = json.loads(value)
+    baseline.write_text(json.dumps(doc))
+    assert key in one_line(cli("check", run, "--baseline", baseline))
+
+
+def test_a_deeply_nested_baseline_is_one_line(run, tmp_path):
+    baseline = tmp_path / "b.json"
+    baseline.write_text("[" * 100_000 + "]" * 100_000)
+    one_line(cli("check", run, "--baseline", baseline))
+
+
+@pytest.mark.parametrize("budget", ["nan", "inf", "-5%", "nan%"])
+def test_budgets_must_be_finite_and_positive(run, tmp_path, budget):
+    baseline = tmp_path / "b.json"
+    assert cli("check", run, "--write-baseline", baseline).returncode == 0
+    one_line(cli("check", run, "--baseline", baseline, "--max-memory-regression", budget))
+
+
+@pytest.mark.parametrize("config,words", [
+    ("[tool.advisor]\nselect = 5\n", "select = 5"),
+    ("[tool.advisor]\nignore = [1, 2]\n", "ignore = [1, 2]"),
+    ("[tool.advisor]\noptions = 'x'\n", "options = 'x'"),
+    ("[tool.advisor.options]\nhost-bound = 3\n", "options ="),
+    ("[tool.advisor]\n\"host-bound.min_idle_share\" = \"lots\"\n", "host-bound.min_idle_share: 'lots'"),
+    ("[tool.advisor]\n\"host-bound.min_idle_share\" = [1]\n", "host-bound.min_idle_share: [1]"),
+    ("[tool.advisor]\n\"host-bound.min_idle_share\" = nan\n", "host-bound.min_idle_share: nan"),
+    ("[tool.advisor]\n\"missing-remat.min_bytes\" = -5\n", "missing-remat.min_bytes: -5"),
+    ("[tool.advisor]\n\"missing-remat.min_bytes\" = true\n", "missing-remat.min_bytes: True"),
+    ("tool = 5\n", None), ("[tool]\nadvisor = 5\n", "expected a table"),
+    ("[tool.advisor]\nselect = \"\xff\"\n".encode("latin-1"), "cannot read it"),
+])
+def test_a_badly_typed_config_names_key_value_and_what_was_expected(tmp_path, config, words):
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(config if isinstance(config, bytes) else config.encode())
+    proc = cli("analyze", SCAN, "--format", "json", cwd=tmp_path)
+    if words is None:       # no [tool.advisor]: nothing to read
+        assert proc.returncode == 0, proc.stderr
+        return
+    assert words in one_line(proc)
+
+
+@pytest.mark.parametrize("option", ["host-bound.min_idle_share=nan", "host-bound.min_idle_share=inf",
+                                    "missing-remat.min_bytes=-1", "missing-remat.min_bytes=lots"])
+def test_a_bad_option_value_is_one_line(option):
+    assert option.split("=")[0] in one_line(cli("analyze", SCAN, "--option", option))
+
+
+def test_sizes_read_as_kubernetes_writes_them():
+    from advisor.settings import parse_size
+    assert parse_size("16G") == parse_size("16GB") == 16e9
+    assert parse_size("16Gi") == parse_size("16GiB") == 16 * 2**30
+    with pytest.raises(ValueError):
+        parse_size("1e999GB")
+
+
+@pytest.mark.parametrize("limit", [-5, 0, True, float("nan"), float("inf"), "lots", [1]])
+def test_preflight_refuses_a_memory_limit_that_is_not_a_size(limit):
+    from advisor.api import _size
+    from advisor.errors import AdvisorError
+    with pytest.raises(AdvisorError, match="memory_limit"):
+        _size(limit, "memory_limit")

@@ -1,0 +1,240 @@
+"""The Advisor tab's pages, in process (werkzeug's test client on the app TensorBoard and
+`advisor serve` share): runs listed without analysis, a run analyzed by a worker when opened and
+cached outside the logdir, the same findings as `advisor analyze`, links into the Profile plugin,
+compare, escaping. tests/test_tensorboard.py shows the same in a real TensorBoard and browser."""
+
+from __future__ import annotations
+
+import html
+import os
+import shutil
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from werkzeug.test import Client
+
+from conftest import FIXTURES, analyze_json, cli
+
+from advisor.report import escape
+from advisor.tensorboard import cache
+from advisor.tensorboard.app import AdvisorApp, wsgi
+from advisor.tensorboard.links import finding_links
+from advisor.tensorboard.runs import has_runs, list_runs
+
+HOSTILE = '<img src=x onerror="alert(1)">&amp;\x1b[31m'     # markup, an entity, a terminal escape
+
+
+def _copy_run(fixture: str, dest: Path, mtime: float) -> Path:
+    src = next((FIXTURES / fixture / "plugins" / "profile").iterdir())
+    run = dest / "plugins" / "profile" / src.name
+    shutil.copytree(src, run)
+    for f in run.iterdir():
+        os.utime(f, (mtime, mtime))
+    return run
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    """A logdir as TensorBoard users have them: a run at the root, one under a TensorBoard run
+    folder (remat/), one with a hostile name; the remat run is the newest."""
+    root = tmp_path_factory.mktemp("logdir")
+    scan = _copy_run("transformer_scan", root, 1_700_000_000)
+    remat = _copy_run("transformer_remat", root / "remat", 1_700_000_300)
+    hostile = root / "plugins" / "profile" / HOSTILE
+    hostile.mkdir()
+    shutil.copy(scan / "vm.xplane.pb", hostile / "vm.xplane.pb")
+    os.utime(hostile / "vm.xplane.pb", (1_600_000_000, 1_600_000_000))
+    (root / "plugins" / "profile" / ".advisor-tracing-x").mkdir()     # a run-workload still tracing
+    return root, scan.name, f"remat/{remat.name}"
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    old = os.environ.get("ADVISOR_CACHE_DIR")
+    path = tmp_path_factory.mktemp("cache")
+    os.environ["ADVISOR_CACHE_DIR"] = str(path)     # the worker children inherit it
+    yield path
+    if old is None:
+        os.environ.pop("ADVISOR_CACHE_DIR", None)
+    else:
+        os.environ["ADVISOR_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def client(logdir, cache_dir):
+    app = AdvisorApp(logdir[0])
+    routes = app.routes()
+    return Client(lambda environ, start: routes[environ["PATH_INFO"]](environ, start))
+
+
+def _snapshot(root: Path) -> dict:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def _open(client, query: str, timeout: float = 180.0) -> str:
+    """index.html?query once its analysis is done (a person's page polls status the same way)."""
+    end = time.monotonic() + timeout
+    while True:
+        st = client.get(f"/status?{query}").json
+        assert st["state"] != "failed", st
+        if st["state"] == "done":
+            return client.get(f"/index.html?{query}").text
+        assert time.monotonic() < end, st
+        time.sleep(0.3)
+
+
+def test_runs_named_as_the_profile_plugin_names_them_newest_first(logdir):
+    root, scan, remat = logdir
+    runs = list_runs(root)
+    assert [r.name for r in runs] == [remat, scan, HOSTILE]
+    assert runs[0].hosts == ("vm",) and runs[0].size > 0
+
+
+def test_has_runs(tmp_path, logdir):
+    assert has_runs(logdir[0])
+    (tmp_path / "plugins" / "profile" / "run").mkdir(parents=True)     # a run folder without a trace
+    assert not has_runs(tmp_path)
+
+
+def test_the_list_reads_nothing_and_escapes_names(client, logdir, cache_dir):
+    root, scan, remat = logdir
+    before = _snapshot(root)
+    page = client.get("/index.html").text
+    assert "3 profile run(s), newest first" in page
+    assert page.index(html.escape(remat)) < page.index(html.escape(scan))
+    assert HOSTILE not in page and escape.html(HOSTILE) in page and "\x1b" not in page
+    assert "<script>" not in page and 'src="advisor.js"' in page      # no inline script (CSP)
+    assert not list(cache_dir.rglob("*.json"))                        # listing analyzed nothing
+    assert _snapshot(root) == before
+
+
+def test_a_run_opened_is_analyzed_by_a_worker_with_the_findings_of_advisor_analyze(client, logdir, cache_dir):
+    root, scan, _ = logdir
+    before = _snapshot(root)
+    first = client.get(f"/index.html?run={scan}")
+    assert 'id="progress"' in first.text and "Content-Security-Policy" in first.headers
+    page = _open(client, f"run={scan}")
+    expected = analyze_json(FIXTURES / "transformer_scan")["runs"][0]["findings"]
+    assert [f["rule"] for f in expected]
+    for f in expected:
+        assert f'id="rule-{f["rule"]}"' in page
+        assert html.escape(f["title"]) in page
+    assert page.count("<svg") >= 4
+    # the link into the Profile plugin: the same run, the trace viewer, the host
+    href = f'href="../../../?run={scan}&amp;tag=trace_viewer&amp;host=vm#profile"'
+    assert href in page and 'target="_top"' in page
+    assert _snapshot(root) == before                                   # nothing written into the logdir
+    assert len(list(cache_dir.rglob("*.json"))) == 1                   # cached outside it
+
+
+def test_the_second_open_is_served_from_the_cache(client, logdir):
+    _, scan, _ = logdir
+    t = time.perf_counter()
+    page = client.get(f"/index.html?run={scan}").text
+    assert 'id="progress"' not in page and "rule-scan-dynamic-update-slice" in page
+    assert time.perf_counter() - t < 5      # generous: no analysis, only the cached document
+
+
+def test_compare_two_runs(client, logdir):
+    _, scan, remat = logdir
+    page = _open(client, f"run={urllib.parse.quote(scan)}&compare={urllib.parse.quote(remat)}")
+    assert "new / base" in page and "<svg" in page
+    assert "findings added:" in page
+
+
+def test_unknown_run_and_missing_logdir(client, tmp_path):
+    page = client.get("/index.html?run=%3Cb%3Enope").text
+    assert "No run named <code>&lt;b&gt;nope</code>" in page
+    assert client.get("/status?run=nope").status_code == 404
+    empty = Client(wsgi(AdvisorApp(tmp_path)))
+    assert "No profile runs under" in empty.get("/index.html").text
+    assert empty.get("/").status_code == 302
+    assert empty.get("/nothing").status_code == 404
+
+
+def test_without_tensorboard_the_tools_are_named_not_linked(logdir, cache_dir):
+    root, scan, _ = logdir
+    served = Client(wsgi(AdvisorApp(root, profile_links=False)))
+    page = _open(served, f"run={scan}")
+    assert "in TensorBoard's Profile tab: trace viewer" in page
+    assert "#profile" not in page
+
+
+def test_links_name_the_op_to_search_and_escape_it():
+    finding = {"rule": "missing-remat", "evidence": {"largest_activations": [
+        {"instruction": 'fusion.1"><script>', "shape": "f32[4]"}], "module": "jit_step(3)"}}
+    links = finding_links(finding, "train/run 1", ["hostA", "hostB"], "jit_train_step(9)")
+    tools = [link.tool for link in links]
+    assert tools == ["trace_viewer", "memory_viewer", "op_profile", "hlo_stats"]
+    memory = dict(urllib.parse.parse_qsl(links[1].url[1:].split("#")[0]))
+    assert memory == {"run": "train/run 1", "tag": "memory_viewer", "host": "hostA", "moduleName": "jit_step(3)"}
+    assert links[2].search == 'fusion.1"><script>' and "<" not in links[2].url
+    assert links[0].url.endswith("#profile")
+
+
+def test_the_plugin_registers_and_is_active_only_with_runs(logdir, tmp_path):
+    from importlib.metadata import entry_points
+
+    pytest.importorskip("tensorboard")
+    from tensorboard.plugins import base_plugin
+
+    from advisor.tensorboard.plugin import AdvisorPlugin
+
+    eps = {ep.name: ep.value for ep in entry_points(group="tensorboard_plugins")}
+    assert eps["advisor"] == "advisor.tensorboard.plugin:AdvisorPlugin"
+    plugin = AdvisorPlugin(base_plugin.TBContext(logdir=str(logdir[0])))
+    assert plugin.is_active() and plugin.frontend_metadata().tab_name == "Advisor"
+    assert {"/index.js", "/index.html", "/runs", "/status"} <= set(plugin.get_plugin_apps())
+    assert not AdvisorPlugin(base_plugin.TBContext(logdir=str(tmp_path))).is_active()
+
+
+def test_serve_bad_logdir_or_taken_port_is_one_line(tmp_path, logdir):
+    import socket
+
+    proc = cli("serve", tmp_path / "nope")
+    assert proc.returncode == 2 and proc.stderr.startswith("advisor: error: ") and "Traceback" not in proc.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        proc = cli("serve", logdir[0], "--port", s.getsockname()[1])
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "choose another --port" in proc.stderr
+
+
+def test_serve_on_localhost(logdir, cache_dir):
+    import re
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "advisor.cli", "serve", str(logdir[0]), "--port", "0"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
+        page = urllib.request.urlopen(url, timeout=30).read().decode()   # / redirects to index.html
+        assert "3 profile run(s)" in page
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert "GET" not in proc.stderr.read()          # no access log
+
+
+def test_cache_key_follows_the_run_files(logdir, tmp_path):
+    from advisor.locate import find_runs
+
+    run = tmp_path / "run"
+    shutil.copytree(logdir[0] / "plugins" / "profile" / logdir[1], run)
+    key = cache.run_key(find_runs(run)[0])
+    assert cache.run_key(find_runs(run)[0]) == key
+    os.utime(run / "vm.xplane.pb", (1, 1))
+    assert cache.run_key(find_runs(run)[0]) != key
+
+
+def test_an_unreadable_run_says_why_and_the_page_keeps_working(tmp_path, cache_dir):
+    run = tmp_path / "plugins" / "profile" / "broken"
+    run.mkdir(parents=True)
+    (run / "vm.xplane.pb").write_bytes(b"\x0a\xff\xff\xff\x0f garbage")
+    page = _open(Client(wsgi(AdvisorApp(tmp_path))), "run=broken")
+    assert "Could not analyze <code>broken</code>" in page and "Traceback" not in page
