@@ -5,10 +5,12 @@
     with advisor.trace("logs/") as t:                # profile your own loop; t.report on exit
         with t.step(): ...
     plan = advisor.preflight(step, state, batch)     # memory from shapes: .fits, .breakdown
+    advisor.verify(make_step, {"remat": True})       # a recommended change compiled on your code
 """
 
 __version__ = "0.1.0"
 
 from .api import Plan, Report, Trace, analyze, preflight, trace  # noqa: E402  (api imports jax lazily)
+from .verification import Check, verify  # noqa: E402
 
-__all__ = ["analyze", "trace", "preflight", "Report", "Trace", "Plan", "__version__"]
+__all__ = ["analyze", "trace", "preflight", "verify", "Report", "Trace", "Plan", "Check", "__version__"]

@@ -47,6 +47,19 @@ def user_errors(fn):
     return wrapper
 
 
+def cache_option(fn):
+    """--no-cache for the commands that compile a workload; the choice reaches their child processes."""
+    @functools.wraps(fn)
+    def wrapper(*args, no_cache=False, **kwargs):
+        from .compile_cache import choose
+        choose(not no_cache)
+        return fn(*args, **kwargs)
+    return click.option("--no-cache", is_flag=True,
+                        help="Compile from scratch: neither read nor write the compilation cache "
+                             "($XDG_CACHE_HOME/advisor/jax, by default ~/.cache/advisor/jax; at most 2 GiB, "
+                             "the least recently used programs evicted).")(wrapper)
+
+
 def _trace_path(ctx, param, value):
     """A trace path or URL: a URL as given (a Path would fold gs://b into gs:/b), a path normalised."""
     from .locate import is_url
@@ -131,7 +144,9 @@ def main():
                    "(pip install 'jax-advisor[ray]').")
 @click.option("--ray-address", metavar="ADDRESS",
               help="With --engine ray: join this Ray cluster (e.g. auto, or ray://head:10001) instead of "
-                   "starting a local Ray for the command.")
+                   "starting a local Ray for the command; local: a local Ray even where the default engine "
+                   "would be faster (fewer than 2 idle cores, or one host file), which --engine ray alone "
+                   "runs instead, saying so.")
 @click.option("--steps", "steps_text", metavar="A:B",
               help="Analyze only the steps numbered A to B-1 (A: or :B for open ends, N for one step): "
                    "every figure is over those steps, and the report says which.")
@@ -180,7 +195,8 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
     profiles stay in the processes that read them); jsonl prints each as soon as it is in order."""
     from .engine import RunFailure, iter_analyses
 
-    results = iter_analyses(path, rules, options, progress, capacity, as_json=True, **run_options)
+    results = iter_analyses(path, rules, options, progress, capacity, as_json=True, **run_options,
+                            notice=lambda msg: _err.print(terminal(f"advisor: note: {msg}")))
     docs, failed = [], []
     if fmt == "jsonl":
         from .report.json_report import jsonl_line
@@ -226,15 +242,19 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @click.option("--verify", is_flag=True,
               help="Apply each recommended config change alone, re-run, and report the measured gain.")
+@click.option("--compile-check/--no-compile-check", "compile_advice", default=True, show_default=True,
+              help="Compile the workload with each recommended config change before printing it (peak memory "
+                   "from XLA's buffer assignment); a change the compiler refutes is not printed as a fix.")
 @click.option("--memory-limit", metavar="SIZE",
               help="Plan for this much device memory (e.g. 24GB): the pre-flight check uses it as the capacity.")
 @click.option("--hosts", type=click.IntRange(1), default=1, show_default=True,
               help="CPU: run as this many local jax.distributed processes (gloo), one host each, into one run "
                    "folder; parallel.data counts the devices of all hosts.")
 @rule_options
+@cache_option
 @user_errors
-def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, memory_limit, hosts, select, ignore,
-                 option, device_memory):
+def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, compile_advice, memory_limit, hosts,
+                 select, ignore, option, device_memory):
     """Profile a bundled workload (transformer or mlp), then diagnose it.
 
     Before running, the step is compiled and its memory compared with the device's capacity
@@ -271,9 +291,11 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, me
 
     progress("analyzing")
     analyses = analyze_path(run_dir, rules, options, device_memory=capacity or limit)
+    from .verification import compile_check, verify_workload
+    if compile_advice and hosts == 1:
+        compile_check(name, preset, items, analyses[0], progress)
     if verify:
-        from .verify import verify as verify_findings
-        verify_findings(name, preset, items, analyses[0], logdir, progress, limit)
+        verify_workload(name, preset, items, analyses[0], logdir, progress, limit)
     from .api import Report
     _emit(Report(analyses, [], str(run_dir), "run-workload"), fmt, output)
 
@@ -360,6 +382,7 @@ def compare_cmd(base, new, fmt, output):
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report of the checked run.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @rule_options
+@cache_option
 @user_errors
 def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_baseline, fail_on,
               max_step_time_regression, max_memory_regression, base_python, rounds, round_steps, strict_time,
@@ -496,6 +519,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True)
 @click.option("--memory-limit", metavar="SIZE", help="Plan for this much device memory (see run-workload).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@cache_option
 @user_errors
 def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
     """Run a grid of configurations and compare them in one table (ratios to the first row)."""

@@ -144,22 +144,32 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
                   progress: Callable[[str], None] = lambda msg: None,
                   device_memory: Optional[int] = None, *, jobs: int = 1, engine: str = "process",
                   ray_address: Optional[str] = None, as_json: bool = False,
-                  steps: Optional[slice] = None, peaks: Optional[UserPeaks] = None) -> Iterator[Result]:
+                  steps: Optional[slice] = None, notice: Optional[Callable[[str], None]] = None,
+                  peaks: Optional[UserPeaks] = None) -> Iterator[Result]:
     """Every run under `path`, analyzed `jobs` at a time, yielded in the order of their paths as soon
     as each and all before it are done: an Analysis (or its JSON with as_json), or a RunFailure.
 
     engine "process": one worker process per job on this machine (jobs=1: in this process);
-    "ray": one Ray task per host file, on the cluster at ray_address or a local Ray started for the call.
+    "ray": one Ray task per host file, on the cluster at ray_address or a local Ray started for the call
+    (where a local Ray would be slower, the process engine runs instead and `notice` says why).
     A path that holds no run at all, or one run that cannot be read, is an error (AdvisorError).
     """
     if engine not in ENGINES:
         raise AdvisorError(f"unknown engine {engine!r}; valid engines: {', '.join(ENGINES)}")
     if jobs < 1:
         raise AdvisorError(f"jobs must be at least 1, not {jobs}")
+    notice = notice or progress
     units = find_units(path)
     job = Job(None if rules is None else tuple(rules), options, device_memory, as_json, steps, peaks)
     if any(isinstance(u, RemoteRun) and u.process_local for u in units):
         jobs, engine = 1, "process"     # memory:// exists in this process only
+    if engine == "ray" and not ray_address:
+        from .ray_engine import local_ray_plan
+
+        jobs, why = local_ray_plan(units, jobs)
+        if why:
+            notice(why)
+            engine = "process"
     if engine == "ray":
         from .ray_engine import ray_results
 
@@ -282,6 +292,18 @@ def analyze_run(run: RunFiles, rules: Optional[list[Rule]] = None,
     return analyze_profile(load_run(run, steps), rules, options, device_memory, peaks)
 
 
+def _views(profile: Profile) -> None:
+    """The derived views the rules read, computed once before them."""
+    from .views import parallelism
+
+    try:
+        parallelism.of(profile)
+    except Exception as err:  # noqa: BLE001 - a broken view must not stop the analysis
+        profile.views["parallelism"] = None
+        profile.notes.append(f"internal error in the parallelism view: {type(err).__name__}: {err} "
+                             "(please report it; the rules ran without it)")
+
+
 def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
                     options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None,
                     peaks: Optional[UserPeaks] = None) -> Analysis:
@@ -290,6 +312,7 @@ def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
     if device_memory:
         profile.device_capacity_bytes = device_memory
         profile.notes.append(f"device memory capacity {device_memory:,} bytes, as given on the command line")
+    _views(profile)
     rules = all_rules() if rules is None else rules
     options = options or {}
     findings = []

@@ -6,6 +6,10 @@ import dataclasses
 from typing import Any, Optional
 
 SEVERITIES = ("info", "warning", "error")
+# What a recommendation's figures were checked against, weakest last: the variant compiled
+# (its buffer assignment), the variant re-run and measured (--verify), or the trace alone.
+CHECKED = ("measured", "compiled", "estimated")
+ESTIMATED = "from this trace alone; not compiled or re-run"
 
 
 @dataclasses.dataclass
@@ -27,10 +31,17 @@ class Recommendation:
     cost: str
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
     remedy: Any = None    # advisor.remedies.Remedy: the change recommended, typed; None where none applies
+    checked: str = "estimated"   # one of CHECKED
+    check: str = ESTIMATED       # what it was checked against, in words with the figures
+    refuted: Optional[dict] = None   # {"config", "text"}: the change tried and refuted (then config is {})
 
     def to_json(self) -> dict:
         out = {"text": self.text, "config": self.config, "expected": self.expected.to_json(), "cost": self.cost}
         out["remedy"] = self.remedy.to_json() if self.remedy is not None else None
+        out["checked"] = self.checked
+        out["check"] = self.check
+        if self.refuted is not None:
+            out["refuted"] = self.refuted
         return out
 
 

@@ -42,7 +42,9 @@ def profile_hosts(name: str, preset: str, config: dict, hosts: int, logdir: Path
     procs = []
     try:
         (tmp / "config.json").write_text(json.dumps(config))
-        env = {**os.environ, "JAX_PLATFORMS": "cpu",
+        # No compilation cache: a program loaded from it in one host and compiled in another could
+        # disagree on the collectives' order (JAX shares compiles between hosts its own way).
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "ADVISOR_COMPILE_CACHE": "off",
                "XLA_FLAGS": f"--xla_force_host_platform_device_count={total // hosts}"}
         progress(f"starting {hosts} host processes with {total // hosts} simulated devices each (gloo over 127.0.0.1)")
         procs += [subprocess.Popen([sys.executable, "-m", "advisor.hosts", name, preset, str(tmp / "config.json"),

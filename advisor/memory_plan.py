@@ -83,6 +83,8 @@ def out_of_memory_finding(name: str, preset: str, overrides: list[str], err: Out
                               if best else "no estimate fits"),
             cost="see each rule's trade-off: bfloat16 changes numerics, remat recomputes, "
                  "more minibatches are slower, a smaller batch changes the optimization",
+            checked="compiled",
+            check=f"each of the {len(rows)} candidate changes compiled alone, not run (XLA buffer assignment)",
         ),
         impact=1.0,
     )

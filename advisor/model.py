@@ -77,6 +77,12 @@ class Instruction:
     sharded: Optional[bool] = None      # entry parameters: True split over devices, False replicated, None unknown
     group_size: Optional[int] = None    # collectives: devices in each replica group, where the HLO says
     operand_bytes: int = 0              # collectives: bytes of the operands (one device's input)
+    # collectives: the device groups (ids in the mesh's device order) and, for collective-permute,
+    # the (source, target) pairs, as the HLO lists them
+    replica_groups: tuple[tuple[int, ...], ...] = ()
+    source_target_pairs: tuple[tuple[int, int], ...] = ()
+    operand_dims: tuple[tuple[int, ...], ...] = ()      # collectives: each operand's dims
+    loop: str = ""                      # the innermost while instruction whose body runs this one
     # One execution's work (advisor/load/hlo_cost.py): flops None where the HLO does not say (a
     # custom call other than a GEMM); None for instructions that do not run as ops (fused ones).
     cost: Optional["Cost"] = None
@@ -122,6 +128,15 @@ class Instruction:
         return self.opcode == "custom-call" and any(k in target for k in ("gemm", "matmul", "cublas", "hipblas"))
 
 
+@dataclasses.dataclass(frozen=True)
+class Loop:
+    """A while loop of an optimized module (a scan or fori_loop after lowering)."""
+    name: str                   # the while instruction
+    trip_count: Optional[int]   # XLA's known trip count, where it records one
+    backward: bool              # the loop runs in the backward pass (JAX's transpose(...))
+    parent: str = ""            # the while loop enclosing this one, if any
+
+
 @dataclasses.dataclass
 class HloModule:
     """The optimized module of one program (`name(program_id)` in xprof's terms)."""
@@ -137,6 +152,8 @@ class HloModule:
     # entry parameter number -> True split over devices, False a full copy on each, None unknown
     parameter_sharded: dict[int, Optional[bool]] = dataclasses.field(default_factory=dict)
     parameter_dims: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)   # per device
+    parameter_dtypes: dict[int, str] = dataclasses.field(default_factory=dict)
+    loops: dict[str, Loop] = dataclasses.field(default_factory=dict)     # by while instruction name
 
     def collectives(self) -> list[Instruction]:
         """The module's collective instructions (async `-done` halves left out: the `-start` carries them)."""
@@ -326,6 +343,7 @@ class Profile:
     devices: list[DeviceSummary] = dataclasses.field(default_factory=list)    # accelerators, active or not
     allocators: list[AllocatorPeak] = dataclasses.field(default_factory=list)
     hosts: list[Host] = dataclasses.field(default_factory=list)     # the first is the one read in full
+    views: dict = dataclasses.field(default_factory=dict)   # derived views by name, each computed once (advisor/views)
 
     @property
     def device_activity(self) -> list[DeviceActivity]:

@@ -15,6 +15,55 @@ from .locate import RunFiles
 from .model import Profile
 
 RAY_CONNECT_TIMEOUT_S = 10
+_NO_RAY = AdvisorError("--engine ray needs Ray: install jax-advisor[ray] (pip install 'jax-advisor[ray]')")
+TIMEOUT_ENV = "ADVISOR_RAY_TIMEOUT_S"      # seconds without any task finishing before the rest fail
+DEFAULT_TIMEOUT_S = 1800.0
+MIN_FREE_CORES = 2        # a local Ray on fewer free cores is slower than the default engine: its runtime
+                          # starts (seconds), and its workers compete with what keeps the cores busy
+
+
+def free_cores(sample_s: float = 0.25) -> float:
+    """Cores of those this process may run on that are idle now (psutil's per-core busy share over
+    `sample_s`)."""
+    import psutil
+
+    busy = psutil.cpu_percent(interval=sample_s, percpu=True)
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except AttributeError:      # macOS, Windows
+        allowed = range(len(busy))
+    return sum(1 - busy[c] / 100 for c in allowed if c < len(busy))
+
+
+def local_ray_plan(units, workers: int) -> tuple[int, Optional[str]]:
+    """(CPUs for a local Ray, None), or (jobs for the default engine, why) when a local Ray would be
+    the slower choice: fewer than MIN_FREE_CORES idle cores, or a single host file to read."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise _NO_RAY
+    tasks = sum(len(u.host_files) if isinstance(u, RunFiles) else 1 for u in units)
+    free = free_cores()
+    usable = max(1, min(workers, int(free + 0.5)))
+    if tasks >= 2 and free + 0.5 >= MIN_FREE_CORES:
+        return usable, None
+    why = (f"{tasks} host file to read" if tasks < 2 else
+           f"{free:.1f} of {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()} "
+           "cores are idle")
+    return usable, (f"--engine ray: {why}: a local Ray would be slower than the default engine (its runtime's "
+                    f"start, and workers competing for busy cores), so the default engine runs with --jobs {usable}; "
+                    "--ray-address local starts a local Ray anyway, --ray-address HOST:PORT joins a cluster")
+
+
+def _timeout_s() -> float:
+    text = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        value = float(text) if text else DEFAULT_TIMEOUT_S
+    except ValueError:
+        raise AdvisorError(f"{TIMEOUT_ENV}={text!r}: expected a number of seconds") from None
+    if value <= 0:
+        raise AdvisorError(f"{TIMEOUT_ENV}={text!r}: expected a positive number of seconds")
+    return value
 
 
 def ray_results(units, job: Job, workers: int, address: Optional[str],
@@ -24,8 +73,8 @@ def ray_results(units, job: Job, workers: int, address: Optional[str],
     try:
         import ray
     except ImportError:
-        raise AdvisorError("--engine ray needs Ray: install jax-advisor[ray] (pip install 'jax-advisor[ray]')") \
-            from None
+        raise _NO_RAY from None
+    timeout = _timeout_s()
     started = _start(ray, workers, address, progress)
     try:
         tasks = _Tasks(ray)
@@ -34,7 +83,15 @@ def ray_results(units, job: Job, workers: int, address: Optional[str],
                  "per run of several hosts to merge them)")
         pending, done_count = list(refs), 0
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
+            ready, pending = ray.wait(pending, num_returns=1, timeout=timeout)
+            if not ready:     # nothing finished for `timeout` seconds: the runs still out fail, each named
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+                    unit = units[refs[ref]]
+                    yield refs[ref], [RunFailure(_label(unit), f"{_label(unit)}: the Ray task analyzing it did "
+                                                 f"not finish within {timeout:g} s (no run finished meanwhile; "
+                                                 f"{TIMEOUT_ENV} sets the limit)")]
+                return
             for ref in ready:
                 i = refs[ref]
                 done_count += 1
@@ -124,7 +181,10 @@ def _start(ray, workers: int, address: Optional[str], progress) -> bool:
         _check_reachable(address)
     quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
     try:
-        if address:
+        if address == "local":      # a new local Ray, even where the default engine would be faster
+            progress(f"starting a local Ray with {workers} CPUs")
+            ray.init(address="local", num_cpus=workers, **quiet)
+        elif address:
             progress(f"joining the Ray cluster at {address}")
             ray.init(address=address, **quiet)
         else:

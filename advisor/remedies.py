@@ -25,6 +25,7 @@ class Kind(str, enum.Enum):
     FEWER_MINIBATCHES = "fewer_minibatches"
     SMALLER_BATCH = "smaller_batch"
     FSDP = "fsdp"
+    MORE_MICROBATCHES = "more_microbatches"     # a pipeline's microbatches (not gradient accumulation's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +117,10 @@ USER_TERMS = {
                                     "early)",
     (Kind.REMAT, "sub_blocks"): "remat the sub-blocks (e.g. MLP and attention) instead of the whole block: "
                                 "Linen `nn.remat(MLP)`, NNX `nnx.remat`, plain JAX `jax.checkpoint` on each part",
+    (Kind.REMAT, "stage"): "remat the stage step inside the pipeline's schedule loop: `jax.checkpoint(stage_fn)` "
+                           "around the stage function the loop body calls (Linen `nn.remat(Stage)`), so each "
+                           "iteration stacks only its stage input; the loop is the pipeline schedule, not a layer "
+                           "stack, so unrolling it is not the lever",
     (Kind.UNROLL_LAYERS, None): "unroll the layers: a Python loop over the blocks instead of Linen `nn.scan` / "
                                 "NNX `nnx.scan` / `jax.lax.scan` (or `unroll=` on the scan)",
     (Kind.SCAN_LAYERS, None): "scan over the layers: Linen `nn.scan`, NNX `nnx.scan`, or `jax.lax.scan` over "
@@ -129,9 +134,13 @@ USER_TERMS = {
                                          "compute the logits in bfloat16",
     (Kind.MORE_MINIBATCHES, None): "accumulate gradients over more, smaller minibatches "
                                    "(`optax.MultiSteps`, or a `jax.lax.scan` over minibatch slices)",
+    (Kind.MORE_MICROBATCHES, None): "split the batch into more pipeline microbatches",
     (Kind.FEWER_MINIBATCHES, None): "accumulate over fewer minibatches (1 if the batch fits): one "
                                     "forward/backward pass instead of several",
     (Kind.SMALLER_BATCH, None): "use a smaller batch",
+    (Kind.FSDP, "data_axis"): "shard the parameters and optimizer state over the data axis too, keeping their "
+                              "model-axis split (FSDP over data: add the data axis to the weights' PartitionSpec and "
+                              "all-gather them over it before use, as Part 5 does)",
     (Kind.FSDP, None): "shard parameters and optimizer state over devices (FSDP: `jax.sharding` with a "
                        "`NamedSharding` over the data axis)",
 }

@@ -115,7 +115,10 @@ def compile_abstract(name: str, config: dict):
 
 def estimate_bytes(name: str, config: dict) -> Optional[int]:
     """Memory the step of `config` would need, from compiling it (not running it)."""
-    _, compiled, _ = compile_abstract(name, config)
+    from advisor import compile_cache
+
+    with compile_cache.active():
+        _, compiled, _ = compile_abstract(name, config)
     return required_bytes(_memory_analysis(compiled))
 
 
@@ -128,9 +131,18 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
                      progress: Callable[[str], None] = lambda msg: None,
                      memory_limit: Optional[int] = None) -> Path:
     """Pre-flight, compile, warm up, profile `config["train"]["steps"]` steps; return the run folder.
+    Compiles through the compilation cache when it is on (`advisor.compile_cache`).
 
     Raises OutOfMemory when the step cannot fit (before running) or runs out at run time.
     """
+    from advisor import compile_cache
+
+    with compile_cache.active():
+        return _profile(name, preset, config, logdir, progress, memory_limit)
+
+
+def _profile(name: str, preset: str, config: dict, logdir: Path, progress: Callable[[str], None],
+             memory_limit: Optional[int]) -> Path:
     import jax
 
     steps = config["train"]["steps"]
@@ -139,6 +151,8 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
     device = jax.devices()[0]
     progress(f"building {name} ({preset}) on {device.platform} ({device.device_kind})")
     progress("compiling the train step")
+    from advisor import compile_cache
+    cached_before = compile_cache.counts()
     t0 = time.perf_counter()
     built, compiled, minibatch = compile_abstract(name, config)
     compile_s = time.perf_counter() - t0
@@ -181,10 +195,13 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
             raise OutOfMemory(need, capacity, source, at_run_time=True, detail=str(err).splitlines()[0]) from None
         raise
     run_dir = _claim_run_dir(private, logdir / "plugins" / "profile")
+    from .heap_traces import restore
     try:
+        for xplane in run_dir.glob("*.xplane.pb"):
+            restore(xplane, compile_cache.directory(), _module_name(compiled))
         jax.profiler.save_device_memory_profile(str(run_dir / MEMORY_PROFILE))
         _write_metadata(run_dir, name, preset, config, device, built, compile_s, wall_ms, initial_loss, first_loss,
-                        memory, need, capacity, source)
+                        memory, need, capacity, source, _cache_use(compile_cache, cached_before))
     except BaseException:
         remove(run_dir)    # a run folder without its metadata is a partial one
         raise
@@ -193,7 +210,7 @@ def profile_workload(name: str, preset: str, config: dict, logdir: Path,
 
 
 def _write_metadata(run_dir, name, preset, config, device, built, compile_s, wall_ms, initial_loss, first_loss,
-                    memory, need, capacity, source) -> None:
+                    memory, need, capacity, source, cache_use) -> None:
     import jax
 
     meta = {
@@ -207,6 +224,7 @@ def _write_metadata(run_dir, name, preset, config, device, built, compile_s, wal
         "versions": _versions(),
         "num_params": built.num_params(),
         "compile_s": round(compile_s, 3),
+        "compile_cache": cache_use,
         "step_wall_ms": [round(x, 3) for x in wall_ms],
         "step_wall_ms_median": round(statistics.median(wall_ms), 3),
         "initial_loss": initial_loss,
@@ -218,6 +236,25 @@ def _write_metadata(run_dir, name, preset, config, device, built, compile_s, wal
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
     }
     (run_dir / RUN_METADATA).write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def _module_name(compiled) -> str:
+    try:
+        return compiled.runtime_executable().hlo_modules()[0].name
+    except Exception:  # noqa: BLE001 - no HLO module on this executable: nothing to keep
+        return ""
+
+
+def _cache_use(compile_cache, before: dict) -> Optional[dict]:
+    """The compilation cache while the workload compiled and ran: programs loaded (hits) and compiled (misses),
+    and the compile time the hits saved (JAX's figure, seconds); None when the cache was off.
+    compile_s stays the time measured in this run: with hits, the time to load, not to compile."""
+    folder = compile_cache.directory()
+    if folder is None:
+        return None
+    now = compile_cache.counts()
+    return {"directory": str(folder), "hits": now["hits"] - before["hits"], "misses": now["misses"] - before["misses"],
+            "saved_s": round(now["saved_s"] - before["saved_s"], 3)}
 
 
 def _private_logdir(logdir: Path) -> Path:

@@ -241,8 +241,11 @@ def _serve(spec: dict) -> None:
     from advisor.runner import compile_abstract
     from advisor.workloads.train import zero_metrics
 
+    from advisor import compile_cache
+
     config = workloads.resolve(spec["workload"], spec.get("preset", "tiny"), spec.get("overrides", []))
-    built, compiled, minibatch = compile_abstract(spec["workload"], config)
+    with compile_cache.active():      # the step loads from the cache when a run compiled it before
+        built, compiled, minibatch = compile_abstract(spec["workload"], config)
     state0 = built.init_state()
     metrics0 = zero_metrics(built.loss_fn, state0, minibatch)
 

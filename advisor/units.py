@@ -4,12 +4,17 @@ MIB = 1024 * 1024
 
 
 def mib(nbytes: float) -> str:
+    """MiB to one decimal; under 0.05 MiB (which would print as 0.0 MiB) in KiB."""
+    if 0 < abs(nbytes) < 0.05 * MIB:
+        return f"{nbytes / 1024:,.1f} KiB"
     return f"{nbytes / MIB:,.1f} MiB"
 
 
 def size(nbytes: float) -> str:
     """MiB from 1 MiB up, KiB below: small collectives and buffers keep their digits."""
-    return mib(nbytes) if nbytes >= MIB else f"{nbytes / 1024:,.1f} KiB"
+    if nbytes >= MIB:
+        return mib(nbytes)
+    return f"{nbytes / 1024:,.1f} KiB" if nbytes >= 1024 else f"{int(nbytes)} B"
 
 
 def ms(ns: float) -> str:

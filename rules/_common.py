@@ -39,22 +39,50 @@ def is_backward(op_name: str) -> bool:
     return "transpose(" in op_name
 
 
+def weight_dims(profile: Profile) -> frozenset:
+    """Dims of weight-shaped arrays on one device: the train state's, their slices (a stage's or a
+    layer's weight) and FSDP-gathered copies (the parallelism view's, or the step program's own)."""
+    from advisor.views import parallelism
+
+    view = parallelism.of(profile)
+    if view is not None:
+        return view.weight_dims
+    module = profile.modules.get(profile.step_module or "")
+    return frozenset(parallelism.state_dims(module)) if module is not None else frozenset()
+
+
+def weight_shaped(profile: Profile, shape: str, weights: Optional[frozenset] = None, gradient: bool = False) -> bool:
+    """A buffer shaped like a weight (a stage's slice, a gathered copy), or, for a gradient (made by
+    the backward pass), a stack of them (per-example gradients)."""
+    from advisor.views.parallelism import weight_like
+
+    return weight_like(dims(shape), weight_dims(profile) if weights is None else weights, gradient)
+
+
 def activations(profile: Profile, saved_only: bool = False) -> list[Buffer]:
     """Activation-like temporaries live at the step's memory peak, any rank of 2 or more.
 
-    Temporaries shaped like an input are gradients or optimizer updates, not activations.
+    Temporaries shaped like an input are gradients or optimizer updates, not activations; so are
+    weight-shaped ones (stage weights sliced from a [1, ...] stack, FSDP-gathered weights, their
+    gradients, per-example gradients `[batch, *weight]`).
     `saved_only`: only what the forward pass saved for the backward pass to read (leaving out
     the backward pass's own intermediates, recomputed ones included).
     """
     if profile.memory is None:
         return []
     module = profile.modules.get(profile.step_module or "")
+    from advisor.views.parallelism import makes_gradients
+
     inputs = parameter_shapes(profile)
+    weights = weight_dims(profile)
+    training = is_training_step(profile)
     out = []
     for b in profile.memory.buffers:
         if b.group != "Temporary" or b.shape in inputs or len(dims(b.shape)) < 2:
             continue
         ins = module.instructions.get(b.instruction) if module else None
+        if weight_shaped(profile, b.shape, weights, gradient=makes_gradients(ins, training)):
+            continue
         if saved_only and ins is not None and is_backward(ins.op_name):
             continue
         out.append(b)

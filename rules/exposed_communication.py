@@ -25,12 +25,20 @@ step = jax.jit(train_step)   # batch of 16 sharded over 8 devices
 ```
 
 ## Use instead
-More work per synchronization: a larger per-device batch, or accumulate gradients over several
+The advice follows what the exposed collectives are for (their role in the parallelism view).
+Gradient all-reduces (data parallelism): more work per synchronization: a larger per-device batch, or accumulate gradients over several
 microbatches before the all-reduce (Part 2.1's `accumulate_gradients` inside `shard_map`, then
 one `pmean`). Fewer, larger collectives (XLA combines small ones up to a threshold:
 `--xla_gpu_all_reduce_combine_threshold_bytes`). On GPU, overlap collectives with compute:
 `XLA_FLAGS="--xla_gpu_enable_async_collectives=true --xla_gpu_enable_latency_hiding_scheduler=true
 --xla_gpu_enable_highest_priority_async_stream=true"` as Part 2.1 sets.
+
+Stage-to-stage transfers of a pipeline (`ppermute` inside the schedule loop): grouping cannot
+apply; the levers are the microbatch count and size (fewer, larger microbatches mean fewer
+transfers, at the price of a larger bubble). Tensor-parallel activation collectives inside the
+layers (all-gather / reduce-scatter / psum, permute rings): overlap them with the per-shard
+matmuls (Part 4.2's asynchronous `ppermute` rings), or make the tensor axis smaller (more of the
+devices on the data or pipeline axis).
 
 On the CPU backend the simulated devices share the host's cores and a collective is a memory
 copy between threads: the finding stays `info` there, a pointer to what the same program would
@@ -48,6 +56,7 @@ from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, ms, pct
+from advisor.views import parallelism
 
 MANY_COLLECTIVES = 4      # per step: from this many small collectives, combining them is the advice
 CPU_NOTE = ("the CPU backend's simulated devices share the host's cores: collectives here are memory copies "
@@ -92,10 +101,34 @@ def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int 
                      "bytes_per_device": int(moved), "time_ms": round(ns / 1e6, 3),
                      "wait_ms": round(median.collective_wait.get(op, 0.0) / 1e6, 3),
                      "algorithmic_gb_per_s": float(f"{moved / busy:.4g}") if busy > 0 else None})
+    view = parallelism.of(profile)
+    roles = view.roles if view is not None else {}
+    by_role: dict[str, float] = {}
+    for r in rows:
+        r["role"] = roles.get(r["instruction"], "gradient-sync" if r["opcode"].startswith("all-reduce") else "other")
+        by_role[r["role"]] = by_role.get(r["role"], 0.0) + r["time_ms"]
+    role = max(by_role, key=by_role.get) if by_role else "other"
     count = sum(r["per_step"] for r in rows)
     moved = sum(r["bytes_per_device"] for r in rows)
     small = count >= MANY_COLLECTIVES and moved / max(count, 1) < small_collective_bytes
-    if small:
+    of_role = [r for r in rows if r["role"] == role]
+    role_count = sum(r["per_step"] for r in of_role)
+    role_moved = sum(r["bytes_per_device"] for r in of_role)
+    if role == "pipeline-transfer":
+        pipe = view.pipeline if view is not None else None
+        text = (f"{role_count:.0f} stage-to-stage transfers per step move {mib(role_moved)} per device"
+                + (f" ({pipe.iterations} schedule iterations over {pipe.stages} stages)" if pipe else "")
+                + ": grouping does not apply to a pipeline's transfers; the levers are the microbatch count and "
+                  "size (fewer, larger microbatches: fewer transfers, a larger bubble; see pipeline-bubble)")
+    elif role == "tensor-parallel":
+        text = (f"{role_count:.0f} tensor-parallel activation collectives per step move {mib(role_moved)} per "
+                "device inside the layers: overlap them with the per-shard matmuls (asynchronous ppermute rings, "
+                "Part 4.2), or make the tensor axis smaller (more devices on the data or pipeline axis)")
+    elif role in ("fsdp-gather", "fsdp-scatter"):
+        text = (f"{role_count:.0f} FSDP gathers and scatters per step move {mib(role_moved)} per device: "
+                "overlap them with compute (prefetch the next layer's weights), or shard over fewer devices "
+                "where memory allows")
+    elif small:
         text = (f"{count:.0f} collectives per step move {mib(moved)} per device, {mib(int(moved / count))} each: "
                 "fewer, larger collectives (group the gradients into one all-reduce; XLA combines small ones "
                 "up to --xla_gpu_all_reduce_combine_threshold_bytes on GPU)")
@@ -128,6 +161,8 @@ def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int 
             "collectives_per_step": round(count, 2),
             "bytes_per_device_per_step": moved,
             "collectives": rows[:5],
+            "dominant_role": role,
+            "time_ms_by_role": {k: round(v, 3) for k, v in sorted(by_role.items(), key=lambda kv: -kv[1])},
             "transfer_share_by_device": {d.name: round((d.exposed_ns - min(d.wait_ns, d.exposed_ns)) / d.step_ns, 4)
                                          for d in devices if d.step_ns > 0},
         },

@@ -10,6 +10,13 @@ from the same HLO: the bytes of the gradient all-reduce the step runs today. Und
 the state is a stack of one copy per device (each device's slice has a leading dimension of
 1) and the step all-reduces the gradients: those copies count as replicated too.
 
+Pipeline and tensor parallelism without FSDP split the state over the model axes (each stage or
+shard holds its part) but copy it over the data axis. The parallelism view says which axes the
+state is split over and which it is copied over (the axes its gradients are all-reduced over);
+the rule fires for such a partly replicated state too, names the axes, and takes the saving of
+FSDP over the data axis: the copied state x (1 - 1/|data|). It stays silent where FSDP already
+splits the state over data.
+
 ## Why is this bad?
 Plain data parallelism keeps N identical copies of the parameters and of the optimizer state
 (Adam: two more copies of the parameters) on N devices. That memory could hold a larger
@@ -48,12 +55,18 @@ from advisor.model import Profile
 from advisor.remedies import Kind, Remedy, advice, buys, memory_pressure, severity
 from advisor.rule import Rule
 from advisor.units import mib, pct
+from advisor.views import parallelism
 
 
 def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: float = 0.1):
     module = profile.modules.get(profile.step_module or "")
     devices = len(profile.device_activity)
     if module is None or profile.memory is None or devices < 2 or profile.memory.peak_bytes <= 0:
+        return
+    view = parallelism.of(profile)
+    state = view.state if view is not None else None
+    if state is not None and state.split_over and state.replicated_over:
+        yield from _partial(profile, module, view, min_state_bytes, min_share)
         return
     sharded = module.parameter_sharded
     if not any(sharded.get(n) for n in module.parameter_bytes):
@@ -106,6 +119,60 @@ def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: f
             cost=cost,
         ),
         impact=share * (1 - 1 / devices),
+    )
+
+
+def _partial(profile: Profile, module, view, min_state_bytes: int, min_share: float):
+    """State split over the model axes (pipeline stages, tensor shards) and copied over data."""
+    state = view.state
+    peak = profile.memory.peak_bytes
+    copied = state.replicated_bytes
+    share = copied / peak
+    if copied < min_state_bytes or share < min_share:
+        return
+    data = view.axis(state.data_axis)
+    saving = state.fsdp_saving_bytes
+    split = ", ".join(state.split_over)
+    over = ", ".join(state.replicated_over)
+    gathers = [r for r in view.collectives if r.role == "gradient-sync" and r.axis == state.data_axis]
+    all_reduce = sum(r.bytes_per_step for r in gathers)
+    remedy = Remedy(Kind.FSDP, "data_axis")
+    text, config = advice(profile, remedy, f"shard the parameters and optimizer state over the {state.data_axis} axis "
+                                           f"too (FSDP over {state.data_axis}, keeping the {split} split): "
+                                           "--set parallel.fsdp=true")
+    cost = (f"each step all-gathers the parameters over {state.data_axis} before use and reduce-scatters their "
+            f"gradients instead of all-reducing them ({mib(all_reduce)} per device per step today, from the HLO): "
+            "about the same bytes in more, smaller collectives; step time grows where they are not hidden")
+    if not memory_pressure(profile):
+        cost += f"; {buys(profile, saving)}"
+    yield Finding(
+        rule=RULE.id,
+        severity=severity(profile, remedy, share, RULE.severity, saving),
+        title=f"the {mib(copied)} train state per device is split over {split} but copied over {over} "
+              f"({data.size if data else '?'} copies, {pct(share)} of each device's peak memory)",
+        evidence={
+            "devices": len(profile.device_activity),
+            "state_bytes_per_device": state.bytes_per_device,
+            "replicated_bytes_per_device": copied,
+            "split_over": state.split_over,
+            "replicated_over": state.replicated_over,
+            "data_axis_size": data.size if data else None,
+            "peak_bytes_per_device": peak,
+            "share_of_peak": round(share, 4),
+            "gradient_all_reduce_bytes_per_step": all_reduce,
+            "fsdp_saving_bytes": saving,
+            "module": module.key,
+        },
+        recommendation=Recommendation(
+            text=text,
+            config=config,
+            remedy=remedy,
+            expected=Expected("peak_memory", saving, "bytes",
+                              f"about {mib(saving)} less memory per device: the copied state x "
+                              f"(1 - 1/{data.size if data else '|data|'})"),
+            cost=cost,
+        ),
+        impact=share * (1 - 1 / (data.size if data else 2)),
     )
 
 

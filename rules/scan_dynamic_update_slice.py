@@ -29,6 +29,13 @@ Unroll shallow models (`scan_layers=False`: a Python loop over layers), or remat
 inside the scan (`nn.remat(Block)`), which stacks only each block's input. Unrolling costs
 compile time that grows with the layer count; remat costs one extra forward of the blocks.
 
+A pipeline's schedule loop (a `fori_loop` over M + S - 1 iterations passing activations
+stage to stage with a `ppermute` ring, see the parallelism view) is not a layer stack: unrolling
+it is not the lever. There the advice is to remat the stage step inside the loop
+(`jax.checkpoint` around the stage function), which stacks only each iteration's stage input.
+Times are per device: on a run of several devices, the ops' time is divided by the devices
+that ran them.
+
 ## Options
 - `min_share` (default 0.05): fire when the dynamic-update-slices alone take at least this share of op time,
 - `min_total_share` (default 0.10): or when they and the stacked buffers' fill and copies take at least this.
@@ -44,6 +51,7 @@ from advisor.units import ms, pct
 from advisor.remedies import Kind, Remedy, advice, severity
 
 from ._common import bundled_config, parameter_shapes, per_step
+from advisor.views import parallelism
 
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies
 
@@ -75,11 +83,22 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
     for op, ins in dus:
         if ins.shape not in stacked:
             stacked.append(ins.shape)
-    per_step_ns = per_step(profile, dus_ns + fill_ns)
+    devices = max(1, len(profile.hosts[0].devices)) if profile.hosts else 1
+    per_step_ns = per_step(profile, dus_ns + fill_ns) / devices    # the ops of every device are summed
     config = bundled_config(profile)
     layers = (config or {}).get("model", {}).get("num_layers")
     rematted = profile.modules[module].has_remat or bool((config or {}).get("model", {}).get("remat"))
-    if layers is not None and layers > UNROLL_MAX_LAYERS and not rematted:
+    view = parallelism.of(profile)
+    schedule = view.pipeline if view is not None else None
+    in_schedule = schedule is not None and any(_in_loop(profile.modules[module], ins.loop, schedule.loop)
+                                               or _backward_schedule(profile.modules[module], ins.loop, schedule)
+                                               for _, ins in dus)
+    if in_schedule:
+        remedy, text = Remedy(Kind.REMAT, "stage"), (
+            f"remat the stage step inside the pipeline's schedule loop ({schedule.iterations} iterations over "
+            f"{schedule.stages} stages): wrap the stage function in jax.checkpoint so each iteration stacks only "
+            "its stage input; the loop is the pipeline schedule, not a layer stack, so unrolling it is not the lever")
+    elif layers is not None and layers > UNROLL_MAX_LAYERS and not rematted:
         remedy, text = Remedy(Kind.REMAT, "blocks"), (
             f"remat the blocks inside the scan (remat=MLP,Attn): {layers} layers are too many to unroll cheaply")
     elif rematted:
@@ -92,13 +111,14 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
             "(remat=MLP,Attn) so only each block's input is stacked")
     source = next((str(ins.source) for _, ins in dus if ins.source), None)
     text, change = advice(profile, remedy, text, source)
-    if remedy.kind is Kind.UNROLL_LAYERS and not rematted and not config:
+    if remedy.kind is Kind.UNROLL_LAYERS and not rematted and not config and not in_schedule:
         text += "; or remat the blocks inside the scan (Linen `nn.scan(nn.remat(Block))`, NNX `nnx.remat`)"
     yield Finding(
         rule=RULE.id,
         severity=severity(profile, remedy, share, RULE.severity),
         title=f"scan stacking copies take {pct(share)} of op time ({ms(per_step_ns)} per step): "
-              f"dynamic-update-slice into stacked per-layer buffers",
+              f"dynamic-update-slice into stacked per-{'iteration' if in_schedule else 'layer'} buffers"
+              + (" of the pipeline schedule loop" if in_schedule else ""),
         evidence={
             "share_of_op_time": round(share, 4),
             "time_per_step_ms": round(per_step_ns / 1e6, 3),
@@ -109,6 +129,8 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
             "stacked_buffer_shapes": stacked[:8],
             "largest_stacked_buffer_bytes": max(ins.bytes for _, ins in dus),
             "module": module,
+            "devices": devices,
+            "pipeline_schedule_loop": in_schedule,
         },
         recommendation=Recommendation(
             text=text,
@@ -122,6 +144,22 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
         impact=share,
         source=source,
     )
+
+
+def _in_loop(module, loop: str, target: str) -> bool:
+    seen = 0
+    while loop and seen < 64:
+        if loop == target:
+            return True
+        loop = module.loops[loop].parent if loop in module.loops else ""
+        seen += 1
+    return False
+
+
+def _backward_schedule(module, loop: str, schedule) -> bool:
+    """A backward loop with the schedule's trip count: the pipeline's transpose."""
+    info = module.loops.get(loop)
+    return info is not None and info.backward and info.trip_count == schedule.iterations
 
 
 RULE = Rule(

@@ -16,6 +16,19 @@ FIXTURES = ROOT / "fixtures"
 GPU_TRACES = FIXTURES / "gpu-traces"      # real GPU profiles copied from others (see its README)
 
 
+def pytest_configure(config):
+    """The compilation cache of the workloads the tests run (advisor.compile_cache) in a folder of
+    this test process, removed at its end: never the user's ~/.cache, and shared by its tests, so a
+    configuration two tests record compiles once."""
+    import atexit
+    import os
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="advisor-test-cache-")
+    os.environ["XDG_CACHE_HOME"] = folder
+    atexit.register(shutil.rmtree, folder, True)
+
+
 def advisor(*args, cwd=None, timeout=600, env=None):
     """Run the installed `advisor` command as a user would; returns the CompletedProcess."""
     import os

@@ -90,7 +90,7 @@ def test_text_report_of_a_fleet_ends_with_the_fleet_table(fleet):
 @pytest.mark.skipif(not __import__("importlib").util.find_spec("ray"),
                     reason="ray is not installed: pip install 'jax-advisor[ray]' to test --engine ray")
 def test_ray_engine_gives_the_json_of_the_sequential_analysis(fleet, sequential):
-    result = cli("analyze", fleet, "--format", "json", "--engine", "ray", "--jobs", "2")
+    result = cli("analyze", fleet, "--format", "json", "--engine", "ray", "--ray-address", "local", "--jobs", "2")
     assert result.returncode == 3, result.stderr
     assert result.stdout == sequential.stdout
 
@@ -125,7 +125,7 @@ def test_ray_engine_reads_each_host_file_in_a_task(hosts, monkeypatch):
 
     messages = []
     monkeypatch.setattr("advisor.cli._progress", lambda enabled: messages.append)
-    result = cli("analyze", hosts, "--format", "json", "--engine", "ray", "--jobs", "2")
+    result = cli("analyze", hosts, "--format", "json", "--engine", "ray", "--ray-address", "local", "--jobs", "2")
     assert result.returncode == 3, result.stderr
     assert result.stdout == sequential.stdout
     # 3 runs of 2 hosts: a task per host file and one per run to merge its hosts

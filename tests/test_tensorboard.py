@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -99,9 +100,17 @@ def test_the_tab_shows_the_findings_and_links_into_the_trace_viewer(tensorboard,
     text = browser.js(f"{doc}.body.innerText")
     for f in expected:
         assert f["title"] in text
+    # the TensorBoard URL names the run shown, and opens it again (a link to share)
+    assert f"advisor_run={run}" in browser.js("location.search")
     shot_dir = os.environ.get("ADVISOR_SCREENSHOT_DIR")
     shot = browser.screenshot((Path(shot_dir) if shot_dir else tmp) / "tensorboard-advisor.png")
     assert shot.stat().st_size > 10_000
+    # the tab follows TensorBoard's dark mode (TensorBoard sets a class on its page's body)
+    assert not browser.js(f"{doc}.documentElement.classList.contains('dark')")
+    browser.js("document.body.classList.add('dark-mode')")
+    assert browser.wait(f"{doc}.documentElement.classList.contains('dark')", 10)
+    browser.js("document.body.classList.remove('dark-mode')")
+    assert browser.wait(f"!{doc}.documentElement.classList.contains('dark')", 10)
     # the finding's link opens the Profile plugin's trace viewer on the same run
     browser.js(f"{doc}.querySelector('#rule-scan-dynamic-update-slice a[data-tool=trace_viewer]').click()")
     profile = frame("/data/plugin/profile/trace_viewer@")
@@ -109,3 +118,21 @@ def test_the_tab_shows_the_findings_and_links_into_the_trace_viewer(tensorboard,
                        f"{profile}.querySelector('iframe').src", 90)
     assert "trace_viewer_index.html" in src and f"run%3D{run}" in src
     assert html.escape(run) in browser.js(f"{profile}.location.search")
+
+
+def test_a_tensorboard_url_opens_a_runs_report(tensorboard, browser):
+    url, run, _ = tensorboard
+    browser.goto("about:blank")
+    browser.goto(f"{url}/?advisor_run={run}#advisor")
+    doc = frame("/data/plugin/advisor/index.html")
+    assert browser.wait(f"{doc} && {doc}.querySelectorAll('.finding').length", 120)
+    assert browser.js(f"{doc}.querySelector('select[name=run]').value") == run
+    # the graph viewer takes the op a finding names: it opens with that op and module selected
+    link = f"{doc}.querySelector('#rule-missing-remat a[data-tool=graph_viewer]')"
+    params = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(browser.js(f"{link}.href")).query))
+    browser.js(f"{link}.click()")
+    graph = frame("/data/plugin/profile/graph_viewer")
+    search = browser.wait(f"{graph} && {graph}.location.search", 90)
+    shown = dict(urllib.parse.parse_qsl(search[1:]))
+    assert shown["opName"] == params["opName"] and shown["moduleName"] == params["moduleName"]
+    assert shown["run"] == run

@@ -107,6 +107,7 @@ def test_the_list_reads_nothing_and_escapes_names(client, logdir, cache_dir):
     assert HOSTILE not in page and escape.html(HOSTILE) in page and "\x1b" not in page
     assert "<script>" not in page and 'src="advisor.js"' in page      # no inline script (CSP)
     assert not list(cache_dir.rglob("*.json"))                        # listing analyzed nothing
+    assert page.count("not analyzed yet") == 3
     assert _snapshot(root) == before
 
 
@@ -123,7 +124,7 @@ def test_a_run_opened_is_analyzed_by_a_worker_with_the_findings_of_advisor_analy
         assert html.escape(f["title"]) in page
     assert page.count("<svg") >= 4
     # the link into the Profile plugin: the same run, the trace viewer, the host
-    href = f'href="../../../?run={scan}&amp;tag=trace_viewer&amp;host=vm#profile"'
+    href = f'href="../../../?run={scan}&amp;tag=trace_viewer&amp;host=vm&amp;hosts=vm#profile"'
     assert href in page and 'target="_top"' in page
     assert _snapshot(root) == before                                   # nothing written into the logdir
     assert len(list(cache_dir.rglob("*.json"))) == 1                   # cached outside it
@@ -135,6 +136,8 @@ def test_the_second_open_is_served_from_the_cache(client, logdir):
     page = client.get(f"/index.html?run={scan}").text
     assert 'id="progress"' not in page and "rule-scan-dynamic-update-slice" in page
     assert time.perf_counter() - t < 5      # generous: no analysis, only the cached document
+    listing = client.get("/index.html").text          # the list shows what the cache holds
+    assert "3 findings (1 warning, 2 info)" in listing and listing.count("not analyzed yet") == 2
 
 
 def test_compare_two_runs(client, logdir):
@@ -165,13 +168,17 @@ def test_without_tensorboard_the_tools_are_named_not_linked(logdir, cache_dir):
 def test_links_name_the_op_to_search_and_escape_it():
     finding = {"rule": "missing-remat", "evidence": {"largest_activations": [
         {"instruction": 'fusion.1"><script>', "shape": "f32[4]"}], "module": "jit_step(3)"}}
-    links = finding_links(finding, "train/run 1", ["hostA", "hostB"], "jit_train_step(9)")
+    links = finding_links(finding, "train/run 1", ["hostA", "hostB"], "jit_train_step(9)", "gpu")
     tools = [link.tool for link in links]
-    assert tools == ["trace_viewer", "memory_viewer", "op_profile", "hlo_stats"]
+    assert tools == ["trace_viewer", "memory_viewer", "graph_viewer", "op_profile", "hlo_stats"]
     memory = dict(urllib.parse.parse_qsl(links[1].url[1:].split("#")[0]))
     assert memory == {"run": "train/run 1", "tag": "memory_viewer", "host": "hostA", "moduleName": "jit_step(3)"}
-    assert links[2].search == 'fusion.1"><script>' and "<" not in links[2].url
+    graph = dict(urllib.parse.parse_qsl(links[2].url[1:].split("#")[0]))
+    assert graph["opName"] == 'fusion.1"><script>' and links[2].search is None     # selected, not searched
+    assert links[3].search == 'fusion.1"><script>' and "<" not in links[3].url
     assert links[0].url.endswith("#profile")
+    on_cpu = [link.tool for link in finding_links(finding, "r", ["h"], None, "cpu")]
+    assert on_cpu == ["trace_viewer", "memory_viewer", "graph_viewer"]     # xprof's device tools are empty on CPU
 
 
 def test_the_plugin_registers_and_is_active_only_with_runs(logdir, tmp_path):
@@ -238,3 +245,34 @@ def test_an_unreadable_run_says_why_and_the_page_keeps_working(tmp_path, cache_d
     (run / "vm.xplane.pb").write_bytes(b"\x0a\xff\xff\xff\x0f garbage")
     page = _open(Client(wsgi(AdvisorApp(tmp_path))), "run=broken")
     assert "Could not analyze <code>broken</code>" in page and "Traceback" not in page
+
+
+def test_the_projects_rule_settings_apply_as_in_advisor_analyze(tmp_path, logdir, cache_dir, monkeypatch):
+    """TensorBoard started in a project folder: its [tool.advisor] settings, as `advisor analyze` there."""
+    root, scan, _ = logdir
+    (tmp_path / "pyproject.toml").write_text('[tool.advisor]\nignore = ["missing-remat"]\n')
+    monkeypatch.chdir(tmp_path)
+    page = _open(Client(wsgi(AdvisorApp(root))), f"run={scan}")
+    assert "rule-scan-dynamic-update-slice" in page and "rule-missing-remat" not in page
+    (tmp_path / "pyproject.toml").write_text('[tool.advisor]\nignore = ["no-such-rule"]\n')
+    page = Client(wsgi(AdvisorApp(root))).get("/index.html").text
+    assert "unknown rule id" in page and "every rule runs with its defaults" in page
+
+
+def test_serve_answers_only_requests_for_this_machine(logdir, cache_dir):
+    served = Client(wsgi(AdvisorApp(logdir[0], profile_links=False)))
+    assert served.get("/index.html", headers={"Host": "127.0.0.1:6007"}).status_code == 200
+    assert served.get("/index.html", headers={"Host": "localhost"}).status_code == 200
+    assert served.get("/index.html", headers={"Host": "[::1]:6007"}).status_code == 200
+    assert served.get("/runs", headers={"Host": "evil.example:6007"}).status_code == 403
+
+
+def test_the_cache_is_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path))
+    for i, key in enumerate(["old", "mid", "new"]):
+        cache.write(key, {"x": "y" * 1000})
+        os.utime(cache.path_for(key), (1_000 + i, 1_000 + i))
+    cache.read("old")                     # used now: kept over "mid"
+    cache.trim(2_500)
+    assert cache.path_for("old").is_file() and cache.path_for("new").is_file()
+    assert not cache.path_for("mid").is_file()

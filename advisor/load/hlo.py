@@ -7,7 +7,7 @@ import re
 import sysconfig
 from typing import Optional
 
-from ..model import HloModule, Instruction, SourceLine, collective_kind
+from ..model import HloModule, Instruction, Loop, SourceLine, collective_kind
 from .element_types import ELEMENT_TYPES, TUPLE
 from .hlo_cost import module_cost
 from .hlo_proto import HloProto
@@ -58,6 +58,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     frames = _Frames(mod.stack_frame_index)
 
     loop_comps = _loop_computations(comps)
+    loops, enclosing = _loops(comps)
     accumulation = _accumulation_trip_count(comps)
     fused = {cid: frozenset(i.opcode for i in c.instructions) for cid, c in comps.items()}
 
@@ -84,6 +85,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                 mm_dtype = next((inner_matmul[c] for c in ins.called_computation_ids if inner_matmul.get(c)), "")
             else:
                 mm_dtype = _operand_dtype(comp, ins)
+            collective = bool(collective_kind(ins.opcode))
             instructions[ins.name] = Instruction(
                 name=ins.name, opcode=ins.opcode, computation=comp.name, dtype=dtype, dims=dims,
                 bytes=nbytes, op_name=md.op_name, source=source, in_loop_body=comp.id in loop_comps,
@@ -91,20 +93,26 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                 sharded=_sharded(ins) if ins.opcode == "parameter" else None,
                 group_size=_group_size(ins) if collective_kind(ins.opcode) else None,
                 operand_bytes=sum(shape_info(by_id[o].shape)[2] for o in ins.operand_ids if o in by_id)
-                if collective_kind(ins.opcode) else 0)
+                if collective else 0,
+                replica_groups=_replica_groups(ins) if collective else (),
+                source_target_pairs=tuple((int(p.source), int(p.target)) for p in ins.source_target_pairs),
+                operand_dims=_operand_dims(ins, by_id) if collective or "dynamic-slice" in fused_ops
+                or ins.opcode == "dynamic-slice" else (),
+                loop=enclosing.get(comp.id, ""))
             cost = costs.get(ins.name)
             if cost is not None:
                 instructions[ins.name].cost = cost
                 instructions[ins.name].runs = runs.get(ins.name)
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
-    params, output_bytes, updated, sharded, param_dims = {}, 0, frozenset(), {}, {}
+    params, output_bytes, updated, sharded, param_dims, param_dtypes = {}, 0, frozenset(), {}, {}, {}
     if entry is not None:
         for ins in entry.instructions:
             if ins.opcode == "parameter":
                 params[int(ins.parameter_number)] = shape_info(ins.shape)[2]
                 sharded[int(ins.parameter_number)] = _sharded(ins)
                 param_dims[int(ins.parameter_number)] = shape_info(ins.shape)[1]
+                param_dtypes[int(ins.parameter_number)] = shape_info(ins.shape)[0]
             if ins.id == entry.root_id:
                 output_bytes = shape_info(ins.shape)[2]
         updated = _updated_parameters(entry)
@@ -113,7 +121,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                      aliased_parameters=aliased, parameter_bytes=params, output_bytes=output_bytes,
                      has_remat=has_remat, grad_accumulation_steps=accumulation,
                      updated_parameters=updated, parameter_sharded=sharded,
-                     parameter_dims=param_dims)
+                     parameter_dims=param_dims, parameter_dtypes=param_dtypes, loops=loops)
 
 
 _REPLICATED, _TILED = 0, 3      # xla.OpSharding.Type
@@ -145,6 +153,60 @@ def _group_size(ins) -> Optional[int]:
         if not groups and listed.HasField("iota_replica_group_list"):
             return int(listed.iota_replica_group_list.num_devices_per_group) or None
     return len(groups[0].replica_ids) if groups and groups[0].replica_ids else None
+
+
+def _replica_groups(ins) -> tuple[tuple[int, ...], ...]:
+    """Every replica group of a collective as device ids: listed, or expanded from the iota form
+    (iota over the devices, reshaped, transposed, cut into groups)."""
+    groups = list(ins.replica_groups)
+    if not groups and ins.HasField("collective_device_list"):
+        listed = ins.collective_device_list
+        groups = list(listed.replica_groups)
+        if not groups and listed.HasField("iota_replica_group_list"):
+            return _iota_groups(listed.iota_replica_group_list)
+    return tuple(tuple(int(r) for r in g.replica_ids) for g in groups)
+
+
+def _iota_groups(iota) -> tuple[tuple[int, ...], ...]:
+    import numpy as np
+
+    count, size = int(iota.num_replica_groups), int(iota.num_devices_per_group)
+    dims = [int(d) for d in iota.iota_reshape_dims] or [count * size]
+    perm = [int(p) for p in iota.iota_transpose_perm] or list(range(len(dims)))
+    if count <= 0 or size <= 0 or math.prod(dims) != count * size or sorted(perm) != list(range(len(dims))):
+        return ()
+    ids = np.arange(count * size).reshape(dims).transpose(perm).reshape(count, size)
+    return tuple(tuple(int(i) for i in row) for row in ids)
+
+
+def _operand_dims(ins, by_id) -> tuple[tuple[int, ...], ...]:
+    out = []
+    for o in ins.operand_ids:
+        if o in by_id:
+            shape = by_id[o].shape
+            parts = shape.tuple_shapes if shape.element_type == TUPLE else [shape]
+            out.extend(shape_info(s)[1] for s in parts)
+    return tuple(out)
+
+
+def _loops(comps) -> tuple[dict[str, Loop], dict[int, str]]:
+    """The module's while loops, and for each computation the innermost loop whose body (or
+    condition) runs it, through calls and fusions."""
+    whiles = [(c.id, i) for c in comps.values() for i in c.instructions if i.opcode == "while"]
+    enclosing: dict[int, str] = {}
+    inner: dict[str, set[int]] = {}
+    for _, ins in whiles:
+        inner[ins.name] = _reachable(comps, ins.called_computation_ids)
+    # innermost first: a loop reaching fewer computations is nested deeper
+    for _, ins in sorted(whiles, key=lambda w: len(inner[w[1].name])):
+        for cid in inner[ins.name]:
+            enclosing.setdefault(cid, ins.name)
+    loops = {}
+    for cid, ins in whiles:
+        op_name = ins.metadata.op_name
+        loops[ins.name] = Loop(name=ins.name, trip_count=_trip_count(ins),
+                               backward="transpose(" in op_name, parent=enclosing.get(cid, ""))
+    return loops, enclosing
 
 
 def _loop_computations(comps) -> set[int]:
@@ -233,6 +295,31 @@ def _accumulation_trip_count(comps) -> Optional[int]:
             if any("transpose(" in i.metadata.op_name for cid in inside for i in comps[cid].instructions):
                 return _trip_count(ins) or 0
     return None
+
+
+def lacks_heap_simulation(data: bytes) -> bool:
+    """The HloProto has a buffer assignment without heap simulator traces: XLA's assignment of a
+    program loaded from a persistent compilation cache. Its peak (xprof's memory viewer walks those
+    traces) would be wrong."""
+    from .xspace_slice import _skip, _varint
+
+    def fields(buf, pos, end):
+        while pos < end:
+            key, pos = _varint(buf, pos)
+            if key & 7 == 2:
+                length, body = _varint(buf, pos)
+                yield key >> 3, body, body + length
+                pos = body + length
+            else:
+                pos = _skip(buf, pos, key & 7)
+
+    try:
+        for number, body, end in fields(data, 0, len(data)):
+            if number == 3:     # HloProto.buffer_assignment
+                return all(n != 4 for n, _, _ in fields(data, body, end))   # heap_simulator_traces
+    except (ValueError, IndexError):
+        return False
+    return False
 
 
 def split_key(key: str) -> tuple[str, int]:

@@ -41,6 +41,13 @@ message_type {
   name: "IotaReplicaGroupListProto"
   field { name: "num_replica_groups" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
   field { name: "num_devices_per_group" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "iota_reshape_dims" number: 3 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "iota_transpose_perm" number: 4 label: LABEL_REPEATED type: TYPE_INT32 }
+}
+message_type {
+  name: "SourceTarget"
+  field { name: "source" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "target" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 }
 }
 message_type {
   name: "CollectiveDeviceListProto"
@@ -100,6 +107,7 @@ message_type {
   field { name: "called_computation_ids" number: 38 label: LABEL_REPEATED type: TYPE_INT64 }
   field { name: "sharding" number: 40 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.OpSharding" }
   field { name: "replica_groups" number: 49 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ReplicaGroup" }
+  field { name: "source_target_pairs" number: 52 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.SourceTarget" }
   field { name: "collective_device_list" number: 87 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.CollectiveDeviceListProto" }
 }
 message_type {

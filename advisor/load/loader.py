@@ -12,8 +12,9 @@ from ..errors import AdvisorError
 from ..locate import RunFiles, host_name
 from ..model import Buffer, HloModule, Host, MemoryAtPeak, Profile, merge_intervals, overlap_ns
 from ..categories import categorize
-from .hlo import parse_module, split_key
+from .hlo import lacks_heap_simulation, parse_module, split_key
 from .devices import device_activity, estimate_peer_waits
+from ..safe_json import load_side_json
 from .memprof import read_memory_profile
 from .timeline import StepWindowError, Timeline, read_timeline
 from .xplane_stream import StreamSpace, XSpaceError
@@ -45,6 +46,8 @@ def load_profile_data(path):
 def load_timeline(path, steps: Optional[slice] = None) -> Timeline:
     """The timeline of the file (of the steps numbered in the `steps` slice, if given); a part found
     corrupt while streaming is the same clear error."""
+    if os.path.getsize(path) == 0:     # an empty XSpace parses: it would read as a run where nothing ran
+        raise AdvisorError(f"{path}: the file is empty (0 bytes), not a trace: record the trace again")
     profile_data = load_profile_data(path)
     try:
         return read_timeline(profile_data, steps)
@@ -85,15 +88,29 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     except BaseException:
         pending.cancel()
         raise
-    xprof = pending.finish(step_module)
-    modules = _modules(xprof.hlo_protos, warnings, step_module, {op.module for op in timeline.ops})
-    memory = _memory_at_peak(xprof.memory_viewer, step_module) if step_module in modules else None
+    ran = {op.module for op in timeline.ops}
+    aliases = cached_program_aliases(pending.names, ran)
+    xprof = pending.finish(aliases.get(step_module, step_module))
+    protos = dict(xprof.hlo_protos)
+    for key, registered in aliases.items():
+        if registered in protos:
+            protos[key] = protos.pop(registered)
+    cache_notes = [f"the HLO of {key} is registered as {registered} in the trace (a program loaded from a "
+                   "persistent compilation cache gets a new id there): read from there"
+                   for key, registered in sorted(aliases.items())]
+    modules = _modules(protos, warnings, step_module, ran)
+    unsimulated = step_module in modules and lacks_heap_simulation(protos[step_module])
+    memory = _memory_at_peak(xprof.memory_viewer, step_module) if step_module in modules and not unsimulated else None
+    if unsimulated:
+        warnings.append(f"the buffer assignment of {step_module} carries no heap simulation (the program was "
+                        "loaded from a persistent compilation cache): peak memory is unknown and "
+                        f"{', '.join(NEEDS_BUFFERS)} could not run; record the trace with the cache off")
     if xprof.programs is not None and len(modules) < xprof.programs:
         lost = xprof.programs - len(modules)
         warnings.append(f"the HLO of {lost} of the {xprof.programs} programs in the trace could not be read")
     if xprof.error:
         warnings.append(f"{xprof.error}; the HLO and buffers read before it stopped are used")
-    if step_module in modules and memory is None:
+    if step_module in modules and memory is None and not unsimulated:
         warnings.append(f"the buffer assignment (memory viewer) of {step_module} could not be read: "
                         f"{', '.join(NEEDS_BUFFERS)} could not run, and peak memory is unknown")
 
@@ -101,9 +118,8 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     device_name = timeline.device_name or meta.get("device_kind", "") or backend
     _categorize_devices(timeline, modules)
     if not timeline.ops:
-        size = run.xplane.stat().st_size
-        what = ("the file is empty (0 bytes)" if size == 0 else "no XLA op started in the steps asked"
-                if timeline.step_window is not None else "no XLA op ran while it was recorded")
+        what = ("no XLA op started in the steps asked" if timeline.step_window is not None
+                else "no XLA op ran while it was recorded")
         warnings.append(f"the trace holds no executed ops ({what}): no rule could run; record the trace "
                         "around steps that run on the device")
     memory_profile = []
@@ -129,7 +145,7 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         device_memory_profile=memory_profile,
         run_metadata=meta,
         device_capacity_bytes=_capacity(timeline.device_stats),
-        notes=_window_note(timeline),
+        notes=_window_note(timeline) + cache_notes,
         warnings=warnings,
         busy=timeline.busy,
         host_events=timeline.host_events,
@@ -138,6 +154,27 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         allocators=timeline.allocators,
         hosts=hosts,
     )
+
+
+def cached_program_aliases(registered: Optional[list[str]], ran: set[str]) -> dict[str, str]:
+    """{program its ops name: the key its HLO is registered under}, for the programs that ran without
+    HLO under their own key. A program loaded from JAX's persistent compilation cache runs under the
+    id it was compiled with, but the profiler registers its HLO under a new one: the one program of
+    the same name that no op names is it. Several such programs: none is guessed."""
+    if not registered:
+        return {}
+    have = set(registered)
+    missing: dict[str, list[str]] = {}
+    for key in ran:
+        name, program_id = split_key(key)
+        if program_id >= 0 and key not in have:
+            missing.setdefault(name, []).append(key)
+    out = {}
+    for name, keys in missing.items():
+        spare = [r for r in registered if split_key(r)[0] == name and r not in ran]
+        if len(keys) == 1 and len(spare) == 1:
+            out[keys[0]] = spare[0]
+    return out
 
 
 SAME_PROGRAM_SHARE = 0.9     # a host runs the first host's program when this share of its ops are its instructions
@@ -270,7 +307,7 @@ def _run_metadata(run: RunFiles, warnings: list[str]) -> dict:
     if run.run_metadata is None:
         return {}
     try:
-        meta = json.loads(run.run_metadata.read_text())
+        meta = load_side_json(run.run_metadata)
     except (OSError, ValueError) as err:
         warnings.append(f"{run.run_metadata}: not readable JSON ({_first_line(err)}); ignored")
         return {}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import cleanup
-from .xspace_slice import metadata_xspace, program_count
+from .xspace_slice import metadata_xspace, program_names
 
 HLO_SUFFIX = ".hlo_proto.pb"
 _MEMORY_VIEWER = "memory_viewer.json"
@@ -58,6 +58,7 @@ class PendingXprof:
     def __init__(self, xplane: Path):
         self.folder = cleanup.mkdtemp("xprof")
         self.programs = None
+        self.names: Optional[list[str]] = None     # the programs whose HLO the trace holds, `name(id)`
         self.proc = None
         self.error: Optional[str] = None
         try:
@@ -65,7 +66,8 @@ class PendingXprof:
             try:
                 sliced = metadata_xspace(xplane)
                 path.write_bytes(sliced)
-                self.programs = program_count(sliced)
+                self.names = program_names(sliced)
+                self.programs = len(self.names)
             except (ValueError, IndexError):
                 # Not cleanly sliceable: let xprof read the whole file through a link.
                 if not path.exists():

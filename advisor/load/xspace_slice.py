@@ -80,7 +80,13 @@ def metadata_xspace(path: Path) -> bytes:
 def program_count(xspace: bytes) -> int:
     """How many programs the metadata plane describes: its `event_metadata = 4` entries, one per
     HLO module. The loader compares it with the HLO it could read, so a lost program is said."""
-    count, pos, end = 0, 0, len(xspace)
+    return len(program_names(xspace))
+
+
+def program_names(xspace: bytes) -> list[str]:
+    """The metadata plane's programs as `name(program_id)`, the keys the HLO files are named by:
+    each `event_metadata = 4` map entry's value (`XEventMetadata`, its `name = 2`)."""
+    names, pos, end = [], 0, len(xspace)
     while pos < end:
         key, pos = _varint(xspace, pos)
         field, wire = key >> 3, key & 7
@@ -94,6 +100,25 @@ def program_count(xspace: bytes) -> int:
             while inner < min(pos, end):
                 k, inner = _varint(xspace, inner)
                 if k >> 3 == 4 and k & 7 == _LEN:
-                    count += 1
+                    length, entry = _varint(xspace, inner)
+                    names.append(_entry_name(xspace, entry, entry + length))
                 inner = _skip(xspace, inner, k & 7)
-    return count
+    return names
+
+
+def _entry_name(buf, pos: int, end: int) -> str:
+    """A map entry's `value = 2` (XEventMetadata), then its `name = 2`."""
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        if key >> 3 == 2 and key & 7 == _LEN:
+            length, body = _varint(buf, pos)
+            inner, stop = body, body + length
+            while inner < stop:
+                k, inner = _varint(buf, inner)
+                if k >> 3 == 2 and k & 7 == _LEN:
+                    n, start = _varint(buf, inner)
+                    return bytes(buf[start:start + n]).decode("utf-8", "replace")
+                inner = _skip(buf, inner, k & 7)
+            return ""
+        pos = _skip(buf, pos, key & 7)
+    return ""

@@ -102,6 +102,7 @@ def _finding(f: dict, extra: str = "") -> str:
            f"<dt>recommendation</dt><dd>{_e(rec['text'])} {config}</dd>",
            f"<dt>expected gain</dt><dd>{_e(exp['text'])}{_e(saving)}</dd>",
            f"<dt>cost</dt><dd>{_e(rec['cost'])}</dd>",
+           f"<dt>checked</dt><dd>{_e(rec.get('checked', 'estimated'))}: {_e(rec.get('check', ''))}</dd>",
            f"<dt>source</dt><dd>{'<code>' + _e(f['source']) + '</code>' if f.get('source') else 'not in the trace'}</dd>",
            "</dl>",
            f"<details><summary>evidence</summary><dl>{evidence}</dl></details>", extra]

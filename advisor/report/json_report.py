@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from .. import __version__, safe_json
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def envelope(command: str, inputs: Iterable[str], data: dict[str, Any], warnings: Iterable[str] = ()) -> dict:

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..units import mib, size
 from . import efficiency_text
+from . import parallelism_text
 from .escape import terminal
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -187,6 +188,7 @@ def _summary(doc: dict, console: Console) -> None:
                     _row(table, "", f"{mib(site['bytes'])} allocated at {site['site']}")
     console.print(table)
     _device_table(doc, console)
+    parallelism_text.render(doc, console)
     for note in doc.get("notes", []):
         _line(console, f"note: {note}", "dim")
     efficiency_text.render(doc, console)
@@ -254,6 +256,8 @@ def _findings(doc: dict, console: Console) -> None:
             _line(console, f"    config:   {sets}")
         _line(console, f"    expected: {rec['expected']['text']}")
         _line(console, f"    cost:     {rec['cost']}")
+        if rec.get("checked"):
+            _line(console, f"    checked:  {rec['checked']}: {rec['check']}")
         for c in f["evidence"].get("candidates", []) if f["rule"] == "out-of-memory" else []:
             change = " ".join(f"--set {k}={_value(v)}" for k, v in c["change"].items())
             est = mib(c["estimated_bytes"]) if c.get("estimated_bytes") else c.get("error", "?")

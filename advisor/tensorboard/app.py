@@ -39,6 +39,7 @@ class AdvisorApp:
         self.logdir = Path(logdir)
         self.profile_links = profile_links
         self.jobs = jobs or Jobs()
+        self.settings, self.settings_error = project_settings(Path.cwd())
 
     def routes(self) -> dict[str, Callable]:
         return {"/index.js": self._static(assets.INDEX_JS, "text/javascript"),
@@ -59,18 +60,17 @@ class AdvisorApp:
         return runs, next((r for r in runs if r.name == name), None) if name else None
 
     def _key(self, run: Run) -> str:
-        from ..locate import find_runs
-        return cache.run_key(find_runs(run.path)[0])
+        return cache.run_key(run.files(), self.settings)
 
     def _state(self, run: Run, other: Optional[Run]) -> tuple[dict, Optional[str]]:
         """Start what is missing (each run's analysis, then the comparison); the status and the
         cache key of what the page shows once done."""
         key = self._key(run)
-        st = self.jobs.submit(key, "analyze", str(run.path))
+        st = self.jobs.submit(key, "analyze", str(run.path), self.settings)
         if other is None or st["state"] != "done":
             return st, key
         other_key = self._key(other)
-        st = self.jobs.submit(other_key, "analyze", str(other.path))
+        st = self.jobs.submit(other_key, "analyze", str(other.path), self.settings)
         if st["state"] != "done":
             return st, other_key
         ckey = cache.compare_key(key, other_key)
@@ -85,10 +85,14 @@ class AdvisorApp:
     @Request.application
     def status(self, request: Request) -> Response:
         runs, run = self._find(request.args.get("run"))
-        _, other = self._find(request.args.get("compare"))
+        other_name = request.args.get("compare")
+        other = next((r for r in runs if r.name == other_name), None) if other_name else None
         if run is None:
             return _respond(json.dumps({"state": "failed", "error": "no such run"}), "application/json", 404)
-        st, _ = self._state(run, other)
+        try:
+            st, _ = self._state(run, other)
+        except OSError as err:      # its files went between the listing and now
+            st = {"state": "failed", "error": f"the run's files changed while reading them: {err.strerror}"}
         return _respond(json.dumps(st), "application/json")
 
     @Request.application
@@ -97,6 +101,8 @@ class AdvisorApp:
         runs, run = self._find(name)
         other = next((r for r in runs if r.name == other_name), None) if other_name else None
         body = [self._picker(runs, run, other)]
+        if self.settings_error:
+            body.append(f"<p>{_e(self.settings_error)}: every rule runs with its defaults.</p>")
         if not runs:
             body.append(f"<p>No profile runs under <code>{_e(self.logdir)}</code> "
                         "(a run is a folder plugins/profile/RUN/ holding .xplane.pb files).</p>")
@@ -107,7 +113,8 @@ class AdvisorApp:
         else:
             body.append(self._content(run, other))
         title = f"advisor: {run.name}" if run else "advisor"
-        page = (head(title, '<link rel="stylesheet" href="advisor.css">') + "<body>" + "".join(body)
+        data = (f' data-run="{_e(run.name)}"' + (f' data-compare="{_e(other.name)}"' if other else "")) if run else ""
+        page = (head(title, '<link rel="stylesheet" href="advisor.css">') + f"<body{data}>" + "".join(body)
                 + f'<p class="meta">advisor {_e(__version__)}</p><script src="advisor.js"></script></body></html>\n')
         return _respond(page, "text/html")
 
@@ -126,14 +133,36 @@ class AdvisorApp:
     def _run_table(self, runs: list[Run]) -> str:
         rows = "".join(
             f'<tr><td><a href="index.html?run={_q(r.name)}">{_e(r.name)}</a></td>'
-            f"<td>{_e(_when(r.mtime))}</td><td>{_e(', '.join(r.hosts))}</td><td class=n>{_e(mib(r.size))}</td></tr>"
+            f"<td>{_e(_when(r.mtime))}</td><td>{_e(', '.join(r.hosts))}</td><td class=n>{_e(mib(r.size))}</td>"
+            f"<td>{_e(self._brief(r))}</td></tr>"
             for r in runs)
         return (f"<p>{len(runs)} profile run(s), newest first; a run is analyzed when opened.</p>"
-                '<table class="runs"><tr><th>run</th><th>recorded</th><th>hosts</th><th>trace size</th></tr>'
-                f"{rows}</table>")
+                '<table class="runs"><tr><th>run</th><th>recorded</th><th>hosts</th><th>trace size</th>'
+                f"<th>analysis</th></tr>{rows}</table>")
+
+    def _brief(self, run: Run) -> str:
+        """The cached analysis's findings by severity; nothing is analyzed to list a run."""
+        from ..findings import SEVERITIES
+
+        try:
+            brief = cache.read_brief(self._key(run))
+        except OSError:
+            brief = None
+        if brief is None:
+            return "not analyzed yet"
+        if brief.get("failed"):
+            return "could not be read"
+        sev = brief.get("severities") or []
+        counts = ", ".join(f"{sev.count(s)} {s}" for s in reversed(SEVERITIES) if sev.count(s))
+        text = f"{len(sev)} finding{'' if len(sev) == 1 else 's'}" + (f" ({counts})" if counts else "")
+        return text + (", partly read" if brief.get("partial") else "")
 
     def _content(self, run: Run, other: Optional[Run]) -> str:
-        st, key = self._state(run, other)
+        try:
+            st, key = self._state(run, other)
+        except OSError as err:      # its files went between the listing and now
+            return (f"<p>The files of <code>{_e(run.name)}</code> changed while reading them "
+                    f"({_e(err.strerror)}): reload.</p>")
         if st["state"] != "done":
             what = f"{run.name} and {other.name}" if other else run.name
             if st["state"] == "failed":
@@ -149,11 +178,11 @@ class AdvisorApp:
             return doc.get("html", "")
         run_doc = doc["run"]
         hosts = list(run.hosts)
-        module = run_doc["summary"].get("step_module")
-        return run_section(run_doc, doc["figures"], lambda f: self._links(f, run.name, hosts, module))
+        module, backend = run_doc["summary"].get("step_module"), run_doc.get("backend", "")
+        return run_section(run_doc, doc["figures"], lambda f: self._links(f, run.name, hosts, module, backend))
 
-    def _links(self, finding: dict, run: str, hosts: list[str], module: Optional[str]) -> str:
-        links = finding_links(finding, run, hosts, module)
+    def _links(self, finding: dict, run: str, hosts: list[str], module: Optional[str], backend: str) -> str:
+        links = finding_links(finding, run, hosts, module, backend)
         search = next((link.search for link in links if link.search), None)
         find = f" (search for <code>{_e(search)}</code>)" if search else ""
         if not self.profile_links:
@@ -163,6 +192,24 @@ class AdvisorApp:
         anchors = "".join(f'<a href="../../../{_e(link.url)}" target="_top" data-tool="{_e(link.tool)}">'
                           f"{_e(link.title)}</a>" for link in links)
         return f'<p class="tools">open in the Profile tab: {anchors}{find}</p>'
+
+
+def project_settings(folder: Path) -> tuple[str, Optional[str]]:
+    """The rules and options of the project TensorBoard was started in ([tool.advisor] in its
+    pyproject.toml or setup.cfg), as `advisor analyze` run there reads them: a JSON string (part of
+    the cache key, passed to the worker), and the reason when they could not be read."""
+    from ..engine import all_rules, select_rules
+    from ..errors import AdvisorError
+    from ..settings import read_project_settings, validate_options
+
+    try:
+        project = read_project_settings(folder)
+        select_rules(project.select, project.ignore)
+        options = validate_options(project.options, {r.id: r for r in all_rules()})
+    except AdvisorError as err:
+        return json.dumps({}), str(err)
+    return json.dumps({"select": project.select, "ignore": project.ignore, "options": options},
+                      sort_keys=True, default=str), None
 
 
 def _q(text: str) -> str:
@@ -182,11 +229,20 @@ def _respond(body: str, mimetype: str, status: int = 200) -> Response:
     return r
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
 def wsgi(app: AdvisorApp) -> Callable:
-    """The routes as one WSGI application at the root (for `advisor serve`): / goes to index.html."""
+    """The routes as one WSGI application at the root (for `advisor serve`): / goes to index.html.
+    Only requests addressed to this machine by name are served (a page elsewhere that rebinds its
+    own host name to 127.0.0.1 gets a 403, not the reports)."""
     routes = app.routes()
 
     def application(environ, start_response):
+        host = environ.get("HTTP_HOST") or ""
+        if (host if host.endswith("]") else host.rsplit(":", 1)[0]) not in LOCAL_HOSTS:
+            return _respond("forbidden: serve is for this machine only (open http://127.0.0.1:PORT/)",
+                            "text/plain", 403)(environ, start_response)
         path = environ.get("PATH_INFO") or "/"
         if path == "/":
             return Response(status=302, headers={"Location": "index.html"})(environ, start_response)

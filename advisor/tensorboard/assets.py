@@ -1,11 +1,46 @@
 """The tab's static files: served by the plugin's own routes (offline: no CDN, no font, no framework)."""
 
 # TensorBoard loads a plugin's es module in an iframe whose base is the plugin's routes; like the
-# Profile plugin's, it moves that iframe to the plugin's page.
-INDEX_JS = "export async function render() { document.location.href = 'index.html'; }\n"
+# Profile plugin's, it moves that iframe to the plugin's page, with the run the TensorBoard URL names
+# (?advisor_run=RUN&advisor_compare=RUN#advisor: a link to a run's report can be shared).
+INDEX_JS = """export async function render() {
+  const q = new URLSearchParams();
+  try {
+    const top = new URLSearchParams(window.top.location.search);
+    for (const k of ['run', 'compare']) { const v = top.get('advisor_' + k); if (v) q.set(k, v); }
+  } catch (e) {}
+  document.location.href = 'index.html' + (q.toString() ? '?' + q : '');
+}
+"""
 
-# The run pickers open what they pick; a run being analyzed polls its status until it is done.
+# The run pickers open what they pick; the TensorBoard URL names the run shown; the page follows
+# TensorBoard's dark mode (its top page's body class; alone, the system's); a run being analyzed
+# polls its status until it is done.
 ADVISOR_JS = """
+const theme = () => {
+  let dark = false;
+  try {
+    dark = window.top === window ? window.matchMedia('(prefers-color-scheme: dark)').matches
+                                 : window.top.document.body.classList.contains('dark-mode');
+  } catch (e) {}
+  document.documentElement.classList.toggle('dark', dark);
+};
+theme();
+try {
+  if (window.top !== window) {
+    new MutationObserver(theme).observe(window.top.document.body, {attributes: true, attributeFilter: ['class']});
+  }
+} catch (e) {}
+try {
+  if (window.top !== window && 'run' in document.body.dataset) {
+    const u = new URL(window.top.location.href);
+    for (const k of ['run', 'compare']) {
+      const v = document.body.dataset[k];
+      if (v) u.searchParams.set('advisor_' + k, v); else u.searchParams.delete('advisor_' + k);
+    }
+    window.top.history.replaceState(window.top.history.state, '', u);
+  }
+} catch (e) {}
 for (const sel of document.querySelectorAll('select[data-go]')) {
   sel.addEventListener('change', () => sel.form.submit());
 }
@@ -32,4 +67,11 @@ select{font:inherit;max-width:28em}
 .tools{font-size:.9em;margin:6px 0 0}.tools a{margin-right:10px}
 #progress{border:1px solid #d5d9e0;border-radius:6px;padding:10px 14px;background:#f7f9fc}
 table.runs td{white-space:nowrap}
+html.dark body{background:#202124;color:#e8eaed}
+html.dark .card,html.dark .finding,html.dark td,html.dark th,html.dark #progress,html.dark h2{border-color:#5f6368}
+html.dark .sev,html.dark code{background:#3c4043;color:#e8eaed}
+html.dark #progress{background:#2d2f31}html.dark .meta{color:#9aa0a6}
+html.dark a,html.dark details summary{color:#8ab4f8}
+html.dark select{background:#303134;color:#e8eaed;border-color:#5f6368}
+html.dark .chart svg{filter:invert(.9) hue-rotate(180deg)}
 """

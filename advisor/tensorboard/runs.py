@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from ..locate import XPLANE_SUFFIX
-from ..runner import TRACING_PREFIX
+from ..locate import XPLANE_SUFFIX, RunFiles, _beside
+from ..runner import MEMORY_PROFILE, RUN_METADATA, TRACING_PREFIX
 
 PROFILE_DIR = ("plugins", "profile")
 
@@ -28,6 +28,12 @@ class Run:
 
     def to_json(self) -> dict:
         return {"name": self.name, "hosts": list(self.hosts), "mtime": self.mtime, "size": self.size}
+
+    def files(self) -> RunFiles:
+        """The run as locate.find_runs gives it, from what the listing already read."""
+        xplanes = [self.path / f"{h}{XPLANE_SUFFIX}" for h in self.hosts]
+        return RunFiles(xplanes[0], _beside(xplanes[0], MEMORY_PROFILE), _beside(xplanes[0], RUN_METADATA),
+                        tuple(xplanes) if len(xplanes) > 1 else ())
 
 
 def list_runs(logdir: str | Path) -> list[Run]:

@@ -16,9 +16,20 @@ def _say(**msg) -> None:
     print(json.dumps(msg), flush=True)
 
 
-def analyze(key: str, run_dir: str) -> dict:
+def _job(settings: str):
+    from ..engine import Job, all_rules, select_rules
+    from ..settings import validate_options
+
+    s = json.loads(settings)
+    if not s:
+        return Job()
+    rules = select_rules(s.get("select") or (), s.get("ignore") or ())
+    return Job(rules=tuple(rules), options=validate_options(s.get("options") or {}, {r.id: r for r in all_rules()}))
+
+
+def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
     from ..compare import metrics
-    from ..engine import Job, run_job
+    from ..engine import run_job
     from ..locate import find_runs
     from ..report.html import figures
     from . import cache
@@ -29,15 +40,16 @@ def analyze(key: str, run_dir: str) -> dict:
     size = sum(p.stat().st_size for p in runs[0].host_files)
     hosts = len(runs[0].host_files)
     _say(stage=f"reading the trace ({mib(size)}, {hosts} host{'s' if hosts > 1 else ''})")
-    result = run_job(runs[0], Job())[0]
+    result = run_job(runs[0], _job(settings))[0]
     if not hasattr(result, "profile"):        # a RunFailure: the run could not be read
-        doc = {"failed": result.to_json()}
+        doc, brief = {"failed": result.to_json()}, {"failed": True}
     else:
         _say(stage="drawing the charts")
         run_doc = result.to_json()
         doc = {"run": json.loads(json.dumps(run_doc, default=str)), "figures": figures(run_doc, result),
                "metrics": metrics(result).to_json()}
-    cache.write(key, doc)
+        brief = {"severities": [f.severity for f in result.findings], "partial": result.partial}
+    cache.write(key, doc, brief)
     return doc
 
 

@@ -84,12 +84,9 @@ def _devices_of(profile: Profile, ops: list[OpStat]) -> int:
 def op_rows(profile: Profile) -> Optional[OpRows]:
     """The step program's ops with their work, or None without a step program or its HLO (cached on
     the profile: rules and the view read the same rows)."""
-    cached = profile.__dict__.get("_op_rows", False)
-    if cached is not False:
-        return cached
-    rows = _op_rows(profile)
-    profile.__dict__["_op_rows"] = rows
-    return rows
+    if "op_rows" not in profile.views:
+        profile.views["op_rows"] = _op_rows(profile)
+    return profile.views["op_rows"]
 
 
 def _op_rows(profile: Profile) -> Optional[OpRows]:

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from .. import __version__
 from ..model import Profile, overlap_ns
+from . import parallelism
 
 
 def _device_summary(d, steps) -> dict[str, Any]:
@@ -152,8 +153,11 @@ def summarize(profile: Profile) -> dict[str, Any]:
             {"kind": e.kind, "device": e.device, "bytes": e.bytes, "count": e.count,
              "largest_sites": [{"site": site, "bytes": b} for site, b in e.sites]}
             for e in profile.device_memory_profile]
+    view = parallelism.of(profile)
+    if view is not None:
+        out["parallelism"] = view.to_json()
     if meta:
         out["run"] = {k: meta.get(k) for k in ("workload", "preset", "backend", "device_kind", "num_params",
-                                               "compile_s", "step_wall_ms_median", "step_wall_ms")
+                                               "compile_s", "compile_cache", "step_wall_ms_median", "step_wall_ms")
                       if meta.get(k) is not None}
     return out

@@ -16,7 +16,8 @@ SEVERITIES = ("info", "warning", "error")
 
 RULES = ("scan-dynamic-update-slice", "missing-remat", "missing-buffer-donation", "float32-activations",
          "float32-attention-logits", "unneeded-grad-accumulation", "recompilation", "host-bound",
-         "host-device-transfer", "remat-too-broad", "replicated-state", "exposed-communication", "device-imbalance")
+         "host-device-transfer", "remat-too-broad", "replicated-state", "exposed-communication", "device-imbalance",
+         "pipeline-bubble")
 
 DEFAULT = {rule: ("silent", "the program has no such problem") for rule in RULES}
 DEFAULT["float32-activations"] = (
@@ -190,6 +191,86 @@ CASES: dict[str, dict] = {
         "about": "MNIST-style MLP + Adam fed small NumPy batches every step, donated, warm, annotated",
         "expect": {
             "host-device-transfer": ("at most info", "392 KiB per step is small next to a step of tens of ms"),
+        },
+    },
+    "pipeline_gpipe_m2": {
+        "about": "Part 3.1-style shard_map pipeline, data=2 x pipe=4, 2 microbatches (fori_loop of 5), Adam",
+        "devices": 8,
+        "expect": {
+            "pipeline-bubble": ("fire", "3 of 5 iterations (60%) are padding on every stage; 16 microbatches make it 16%"),
+            "float32-activations": ("silent", "the [1, ...] stage weights, their gradients and slices are weights, not activations"),
+            "scan-dynamic-update-slice": ("at most info", "a pipeline schedule loop's stacked residuals: remat of the "
+                                          "stage step is the lever, and it costs time (info without memory pressure)"),
+            "exposed-communication": ("at most info", "CPU backend: stage transfers are thread copies"),
+        },
+    },
+    "pipeline_gpipe_m16": {
+        "about": "the same pipeline with 16 microbatches (fori_loop of 19)",
+        "devices": 8,
+        "expect": {
+            "float32-activations": ("silent", "the [1, ...] stage weights, their gradients and slices are weights, not activations"),
+            "scan-dynamic-update-slice": ("at most info", "a pipeline schedule loop's stacked residuals: remat of the "
+                                          "stage step is the lever, and it costs time (info without memory pressure)"),
+            "exposed-communication": ("at most info", "CPU backend: stage transfers are thread copies"),
+        },
+    },
+    "pipeline_looping": {
+        "about": "Part 3.2-style looping pipeline, data=2 x pipe=4, 2 loops x 4 microbatches (fori_loop of 11), Adam",
+        "devices": 8,
+        "expect": {
+            "pipeline-bubble": ("fire", "3 of 11 iterations (27%) are padding; 8 microbatches make it 16%"),
+            "float32-activations": ("silent", "the stacked stage weights and their gradients are weights, not activations"),
+            "scan-dynamic-update-slice": ("at most info", "a pipeline schedule loop's stacked residuals: remat of the "
+                                          "stage step is the lever, and it costs time (info without memory pressure)"),
+            "exposed-communication": ("at most info", "CPU backend: stage transfers are thread copies"),
+        },
+    },
+    "tensor_parallel_sync": {
+        "about": "Part 4.1-style tensor parallelism, data=2 x tensor=4, all_gather / psum_scatter per MLP block, Adam",
+        "devices": 8,
+        "expect": {
+            "exposed-communication": ("at most info", "CPU backend; and grouping gradients cannot apply to activation collectives"),
+            "replicated-state": ("at most info", "6 MiB of state split over tensor, copied on both data devices: "
+                                 "worth saying, but no memory pressure"),
+        },
+    },
+    "tensor_parallel_async": {
+        "about": "Part 4.2-style asynchronous tensor parallelism: the same blocks with ppermute rings, Adam",
+        "devices": 8,
+        "expect": {
+            "exposed-communication": ("at most info", "CPU backend: a permute is a blocking rendezvous of threads"),
+            "replicated-state": ("at most info", "6 MiB of state split over tensor, copied on both data devices: "
+                                 "worth saying, but no memory pressure"),
+        },
+    },
+    "parallel_3d": {
+        "about": "Part 5-style data=2 x pipe=2 x tensor=2, 4 microbatches, state copied over data (no FSDP), Adam",
+        "devices": 8,
+        "expect": {
+            "replicated-state": ("fire", "24 MiB of state per device is split over pipe and tensor but copied on both data devices"),
+            "float32-activations": ("silent", "the stage weights and their gradients are weights, not activations"),
+            "scan-dynamic-update-slice": ("at most info", "a pipeline schedule loop's stacked residuals: remat of the "
+                                          "stage step is the lever, and it costs time (info without memory pressure)"),
+            "exposed-communication": ("at most info", "CPU backend: collectives are thread copies"),
+            "missing-buffer-donation": ("silent", "the state is donated"),
+        },
+    },
+    "parallel_3d_fsdp": {
+        "about": "the same 3D program with the weights and Adam state also split over data (FSDP)",
+        "devices": 8,
+        "expect": {
+            "replicated-state": ("silent", "FSDP already splits the state over data"),
+            "float32-activations": ("silent", "the gathered stage weights and their gradients are weights, not activations"),
+            "scan-dynamic-update-slice": ("at most info", "a pipeline schedule loop's stacked residuals: remat of the "
+                                          "stage step is the lever, and it costs time (info without memory pressure)"),
+            "exposed-communication": ("at most info", "CPU backend: collectives are thread copies"),
+        },
+    },
+    "per_example_grads": {
+        "about": "DP-SGD-style vmap(grad) per-example gradients [64, 256, 256], clipped, SGD, donated",
+        "expect": {
+            "float32-activations": ("silent", "the per-example gradients are gradients, not activations"),
+            "missing-remat": ("at most info", "the bulk of memory is per-example gradients, which remat does not save"),
         },
     },
 }

@@ -1,0 +1,96 @@
+"""The persistent compilation cache of the workloads advisor compiles (run-workload, sweep,
+check --workload, --verify): JAX's own cache, in the user's cache directory.
+
+A second identical run loads its programs instead of compiling them. The CLI decides (on, or
+`--no-cache`) and says so in `ADVISOR_COMPILE_CACHE` (the directory, or "off"), so the processes
+it starts (timing workers) follow the same choice; the Python API leaves JAX's settings alone
+unless that variable is set. JAX evicts the least recently used entries beyond `MAX_BYTES`.
+
+A program loaded from the cache is registered with the profiler under a new id, so its HLO sits
+in the trace beside the id its ops carry; the loader pairs them (`load.loader`), and the run's
+metadata records the hits, so a loaded program is never read as a fresh compile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterator, Optional
+
+ENV = "ADVISOR_COMPILE_CACHE"
+MAX_BYTES = 2 * 1024 ** 3          # JAX's LRU eviction keeps the folder under this size
+_EVENTS = {"/jax/compilation_cache/cache_hits": "hits", "/jax/compilation_cache/cache_misses": "misses"}
+_counts = {"hits": 0, "misses": 0, "saved_s": 0.0}
+_listening = False
+
+
+def default_dir() -> Path:
+    """`$XDG_CACHE_HOME/advisor/jax`, or `~/.cache/advisor/jax`."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "advisor" / "jax"
+
+
+def choose(enabled: bool) -> None:
+    """The CLI's choice, for this process and the ones it starts."""
+    os.environ[ENV] = str(default_dir()) if enabled else "off"
+
+
+def directory() -> Optional[Path]:
+    """The cache folder in use; None when off or not chosen."""
+    value = os.environ.get(ENV, "")
+    return None if value in ("", "off") else Path(value)
+
+
+@contextlib.contextmanager
+def active() -> Iterator[Optional[Path]]:
+    """JAX's compilation cache pointed at the chosen folder while the workload compiles and runs, and
+    JAX's settings put back after (a process that goes on compiling other programs, a test session,
+    keeps its own). Every program is cached, however quick its compile (JAX's default skips those
+    under 1 s). Yields the folder, or None when the cache is off."""
+    path = directory()
+    if path is None:
+        yield None
+        return
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache as jax_cache
+
+    _listen()
+    settings = {"jax_compilation_cache_dir": str(path), "jax_persistent_cache_min_compile_time_secs": 0.0,
+                "jax_persistent_cache_min_entry_size_bytes": -1, "jax_compilation_cache_max_size": MAX_BYTES}
+    before = {name: getattr(jax.config, name) for name in settings}
+    path.mkdir(parents=True, exist_ok=True)
+    for name, value in settings.items():
+        jax.config.update(name, value)
+    jax_cache.reset_cache()      # JAX settles its cache at a process's first compile: take this folder
+    try:
+        yield path
+    finally:
+        for name, value in before.items():
+            jax.config.update(name, value)
+        jax_cache.reset_cache()
+
+
+def counts() -> dict:
+    """Programs loaded from the cache (hits), compiled and written to it (misses), and the compile
+    time the hits saved (seconds, JAX's own figure), since this process started."""
+    return dict(_counts)
+
+
+def _listen() -> None:
+    global _listening
+    if _listening:
+        return
+    import jax.monitoring
+
+    def on_event(event: str, **_):
+        if event in _EVENTS:
+            _counts[_EVENTS[event]] += 1
+
+    def on_duration(event: str, duration: float, **_):
+        if event == "/jax/compilation_cache/compile_time_saved_sec":
+            _counts["saved_s"] += max(0.0, float(duration))
+
+    jax.monitoring.register_event_listener(on_event)
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    _listening = True

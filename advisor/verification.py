@@ -1,0 +1,234 @@
+"""Advice checked before it is given: each recommended change compiled, or re-run and measured.
+
+Three levels, recorded on each recommendation as `checked` with the figures in `check`:
+- compiled (`compile_check`, every `run-workload`): the bundled workload is compiled with the
+  change applied and the variant's memory read from XLA's buffer assignment (what pre-flight
+  computes; nothing runs). A change that promised less peak memory and does not deliver it in
+  the compiled step is not printed as a fix: the finding keeps its evidence, the recommendation
+  says what was tried and what the compiler measured. Step-time claims stay estimates.
+- measured (`verify_workload`, `run-workload --verify`): the change is applied alone, the
+  workload re-run and profiled, the promised metric compared beyond the runs' own noise (step
+  time: the spread of the profiled steps; peak memory: the buffer assignment, exact). Changes
+  that should not alter the model's function (unrolling a scan, remat, donation, accumulation)
+  must give the same loss on the same initial parameters; a mismatch is reported as a bug.
+- estimated: the trace alone (the user's own code, where there is no config to vary);
+  `advisor.verify(make_step, changes)` compiles the user's own variants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Union
+
+from .compare import compare, metrics
+from .engine import Analysis, analyze_path
+from .findings import Expected, Finding
+from .memory_plan import as_overrides
+from .remedies import CHANGES_NUMERICS
+from .runner import OutOfMemory, RUN_METADATA, profile_workload
+from .units import mib
+
+LOSS_RTOL = 1e-4
+MEMORY_GAIN = 0.99      # a memory fix must bring the compiled or measured peak below this share of today's
+
+
+def _meta(analysis: Analysis) -> dict:
+    return analysis.profile.run_metadata
+
+
+def sets(change: dict) -> str:
+    return " ".join(f"--set {o}" for o in as_overrides(change))
+
+
+def refute(finding: Finding, checked: str, reason: str) -> None:
+    """The change does not do what it promised: no fix is printed, the finding says what was tried."""
+    rec = finding.recommendation
+    tried = rec.config
+    finding.severity = "info"
+    rec.refuted = {"config": tried, "text": rec.text}
+    what = rec.remedy.kind.value.replace("_", " ") + " " if rec.remedy is not None else ""
+    rec.text = f"no change recommended: {what}({sets(tried)}) was checked and does not help here"
+    rec.config = {}
+    rec.expected = Expected(rec.expected.metric, None, rec.expected.unit, "none (see checked)")
+    rec.cost = "none: no change recommended"
+    rec.checked, rec.check = checked, reason
+
+
+def compile_check(name: str, preset: str, overrides: list[str], analysis: Analysis,
+                  progress: Callable[[str], None] = lambda m: None) -> None:
+    """Compile the workload with each recommended config change and record what it would need."""
+    from advisor import workloads
+
+    from .runner import estimate_bytes
+
+    base = _meta(analysis).get("required_bytes")
+    for finding in analysis.findings:
+        rec = finding.recommendation
+        if not rec.config:
+            continue
+        change = sets(rec.config)
+        progress(f"checking {finding.rule}: compiling with {change} (not running)")
+        try:
+            need = estimate_bytes(name, workloads.resolve(name, preset, overrides + as_overrides(rec.config)))
+        except Exception as exc:  # noqa: BLE001 - a change that does not compile is refuted, not fatal
+            refute(finding, "compiled", f"with {change} the step does not compile: {str(exc).splitlines()[0]}")
+            continue
+        if need is None or not base:
+            rec.check = f"{rec.check} (compiled with {change}: the compiler gave no memory figures)"
+            continue
+        figures = f"with {change}: peak {mib(base)} -> {mib(need)} (XLA buffer assignment)"
+        if rec.expected.metric == "peak_memory":
+            if need >= MEMORY_GAIN * base:
+                refute(finding, "compiled", f"with {change} the step needs {mib(need)} against {mib(base)} today "
+                                            "(XLA buffer assignment)")
+                continue
+            was = rec.expected.saving
+            rec.expected = Expected("peak_memory", base - need, "bytes",
+                                    f"{mib(base - need)} less peak memory (compiled: {mib(base)} -> {mib(need)})"
+                                    + (f"; the trace's estimate was {mib(was)}" if was else ""))
+            rec.checked, rec.check = "compiled", figures
+        else:
+            rec.check = f"step time from this trace (--verify re-runs and measures it); compiled {figures}"
+            if need > base / MEMORY_GAIN:
+                rec.cost = f"{rec.cost}; peak memory grows: {mib(base)} -> {mib(need)} (compiled)"
+
+
+def verify_workload(name: str, preset: str, overrides: list[str], before: Analysis, logdir: Path,
+                    progress: Callable[[str], None] = lambda m: None,
+                    memory_limit: Optional[int] = None) -> list[dict]:
+    """Re-run with each finding's config change (a refuted one too: its figures become measured);
+    attach the measurement to the finding."""
+    from advisor import workloads
+
+    results = []
+    base_metrics = metrics(before)
+    for finding in before.findings:
+        rec = finding.recommendation
+        change = rec.config or (rec.refuted or {}).get("config")
+        if not change:
+            continue
+        items = overrides + as_overrides(change)
+        progress(f"verifying {finding.rule}: re-running with {' '.join(as_overrides(change))}")
+        config = workloads.resolve(name, preset, items)
+        try:
+            run_dir = profile_workload(name, preset, config, logdir, progress, memory_limit)
+        except OutOfMemory as err:
+            finding.verified = {"change": change, "improved": False,
+                                "error": f"out of memory: needs {err.required} bytes of {err.capacity}"}
+            if rec.config:
+                refute(finding, "measured", f"re-run with {sets(change)}, the step ran out of memory "
+                                            f"({mib(err.required or 0)} of {mib(err.capacity)})")
+            results.append(finding.verified)
+            continue
+        (after,) = analyze_path(run_dir)
+        c = compare(base_metrics, metrics(after))
+        promised = rec.expected.metric
+        if promised == "peak_memory":
+            improved = c.peak_memory_ratio is not None and c.peak_memory_ratio < MEMORY_GAIN
+        else:
+            improved = c.step_time_improved()
+        loss_before, loss_after = _meta(before).get("initial_loss"), _meta(after).get("initial_loss")
+        remedy = rec.remedy
+        changes = remedy is None or remedy.kind in CHANGES_NUMERICS   # untyped: do not promise the same loss
+        numerics = "changes numerics (dtype)" if changes else "same function"
+        loss_match = None
+        if loss_before is not None and loss_after is not None:
+            loss_match = abs(loss_after - loss_before) <= LOSS_RTOL * max(abs(loss_before), 1.0)
+        finding.verified = {
+            "change": change,
+            "promised": promised,
+            "improved": bool(improved),
+            "step_time_ms": [c.base.step_time_ms, c.new.step_time_ms],
+            "step_time_ratio": round(c.step_time_ratio, 4) if c.step_time_ratio else None,
+            "step_time_noise": round(c.noise, 4),
+            "peak_memory_bytes": [c.base.peak_memory_bytes, c.new.peak_memory_bytes],
+            "peak_memory_ratio": round(c.peak_memory_ratio, 4) if c.peak_memory_ratio else None,
+            "compiled_required_bytes": [_meta(before).get("required_bytes"), _meta(after).get("required_bytes")],
+            "numerics": numerics,
+            "initial_loss": [loss_before, loss_after],
+            "loss_match": loss_match,
+            "bug": numerics == "same function" and loss_match is False,
+            "findings_after": sorted(c.new.findings),
+            "trace": str(run_dir / RUN_METADATA),
+        }
+        results.append(finding.verified)
+        figures = _measured(c, change)
+        if rec.config and not improved:
+            refute(finding, "measured", f"re-run with {sets(change)}: {figures}")
+        else:
+            rec.checked = "measured"
+            rec.check = f"re-run with {sets(change)}: {figures}"
+    return results
+
+
+def _measured(c, change: dict) -> str:
+    step = (f"step {c.base.step_time_ms:,.1f} -> {c.new.step_time_ms:,.1f} ms (x{c.step_time_ratio:.2f}, noise "
+            f"{c.noise:.0%})" if c.step_time_ratio else "step time not measured")
+    pm = (c.base.peak_memory_bytes, c.new.peak_memory_bytes)
+    peak = f"peak {mib(pm[0])} -> {mib(pm[1])}" if pm[0] and pm[1] else "peak memory not measured"
+    return f"{step}, {peak}"
+
+
+# --- the user's own code: compile both variants ------------------------------------------------
+
+
+@dataclasses.dataclass
+class Check:
+    """One change compiled beside the step as it is today (nothing was run)."""
+    change: dict
+    base_bytes: int          # device memory the step needs today (arguments + outputs - aliased + temporaries)
+    bytes: Optional[int]     # ... with the change; None where it did not compile
+    error: Optional[str] = None
+
+    @property
+    def improved(self) -> bool:
+        return self.bytes is not None and self.bytes < MEMORY_GAIN * self.base_bytes
+
+    @property
+    def text(self) -> str:
+        label = ", ".join(f"{k}={v!r}" for k, v in self.change.items()) or "(no change)"
+        if self.bytes is None:
+            return f"{label}: does not compile: {self.error}"
+        verdict = "less memory" if self.improved else "no less memory"
+        return f"{label}: compiled, {mib(self.base_bytes)} -> {mib(self.bytes)}: {verdict}"
+
+    def to_json(self) -> dict:
+        return {"change": self.change, "base_bytes": self.base_bytes, "bytes": self.bytes,
+                "improved": self.improved, "error": self.error, "checked": "compiled"}
+
+    def __repr__(self) -> str:
+        return f"<advisor.Check {self.text}>"
+
+
+def _required(fn: Callable, args: Iterable[Any]) -> int:
+    import jax
+
+    from .api import _abstract
+
+    shapes = jax.tree_util.tree_map(_abstract, tuple(args))
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    ma = jitted.lower(*shapes).compile().memory_analysis()
+    return int(ma.argument_size_in_bytes + ma.output_size_in_bytes - ma.alias_size_in_bytes
+               + ma.temp_size_in_bytes)
+
+
+def verify(make_step: Callable[..., tuple], changes: Union[dict, Iterable[dict]]) -> list[Check]:
+    """Check recommended changes on your own code by compiling it with and without each one.
+
+    make_step(**change) returns `(step, args)`: the step function (jitted or not; a jitted one keeps
+    its donate_argnums) and its arguments (arrays or jax.ShapeDtypeStruct pytrees); called with no
+    keyword for the step as it is today. Nothing runs: each variant is compiled and its memory read
+    from XLA's buffer assignment.
+    """
+    changes = [changes] if isinstance(changes, dict) else list(changes)
+    fn, args = make_step()
+    base = _required(fn, args)
+    out = []
+    for change in changes:
+        try:
+            fn, args = make_step(**change)
+            out.append(Check(dict(change), base, _required(fn, args)))
+        except Exception as exc:  # noqa: BLE001 - a variant that does not compile is the answer, not a crash
+            out.append(Check(dict(change), base, None, f"{type(exc).__name__}: {str(exc).splitlines()[0]}"))
+    return out

@@ -1,0 +1,128 @@
+"""The compilation cache of run-workload / sweep / check --workload / --verify: a second identical
+run loads its programs and reports the same peak memory and findings; a trace of a program loaded
+from a cache is read honestly (its HLO under a new id, its missing heap simulation said)."""
+
+import json
+import shutil
+
+from advisor import compile_cache
+from advisor.heap_traces import _SCHEMA, _BUFFER_ASSIGNMENT, _HEAP_TRACES, _field, _fields, _metadata_plane, restore
+from advisor.load.hlo_proto import HloProto
+from advisor.load.protos import message_class
+from advisor.load.loader import NEEDS_HLO
+from conftest import FIXTURES, analyze_json, cli
+
+
+def _run(tmp_path, name, *extra):
+    out = tmp_path / f"{name}.json"
+    res = cli("run-workload", "mlp", "--set", "train.steps=2", "--logdir", tmp_path / name, "--format", "json",
+              "--output", out, *extra)
+    assert res.returncode == 0, res.stderr
+    return json.loads(out.read_text())["runs"][0]
+
+
+def test_a_second_run_loads_its_programs_and_reports_the_same(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv(compile_cache.ENV, "")      # restored after: the CLI sets it
+    first = _run(tmp_path, "first")
+    second = _run(tmp_path, "second")
+    used = [r["summary"]["run"]["compile_cache"] for r in (first, second)]
+    assert used[0]["directory"] == str(tmp_path / "cache" / "advisor" / "jax")
+    assert used[0]["misses"] > 0 and used[1]["hits"] > 0 and used[1]["misses"] == 0
+    assert second["summary"]["peak_memory_bytes"] == first["summary"]["peak_memory_bytes"]
+    assert second["warnings"] == first["warnings"] == []
+    hlo_rules = set(NEEDS_HLO)
+    assert [f for f in second["findings"] if f["rule"] in hlo_rules] == \
+           [f for f in first["findings"] if f["rule"] in hlo_rules]
+    assert any("persistent compilation cache" in n for n in second["notes"])
+
+
+def test_no_cache_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv(compile_cache.ENV, "")
+    run = _run(tmp_path, "plain", "--no-cache")
+    assert "compile_cache" not in run["summary"]["run"]
+    assert not (tmp_path / "cache").exists()
+
+
+def test_help_names_the_cache_directory():
+    for command in ("run-workload", "sweep", "check"):
+        res = cli(command, "--help")
+        assert "--no-cache" in res.stdout and "advisor/jax" in res.stdout, command
+
+
+def test_the_cache_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert compile_cache.default_dir() == tmp_path / "advisor" / "jax"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert compile_cache.default_dir() == tmp_path / ".cache" / "advisor" / "jax"
+
+
+# The plane with the stats' integer values declared too (the program id is one).
+_XPlane = message_class(_SCHEMA.replace(
+    'field { name: "bytes_value" number: 6 label: LABEL_OPTIONAL type: TYPE_BYTES }',
+    'field { name: "bytes_value" number: 6 label: LABEL_OPTIONAL type: TYPE_BYTES }\n'
+    '  field { name: "uint64_value" number: 3 label: LABEL_OPTIONAL type: TYPE_UINT64 }\n'
+    '  field { name: "int64_value" number: 4 label: LABEL_OPTIONAL type: TYPE_INT64 }'), "advisor_heap.XPlane")
+
+
+def _as_loaded_from_cache(xplane, step_key, new_id):
+    """The trace as a cache hit records it: the step's HLO under another program id, without heap traces."""
+    data = xplane.read_bytes()
+    start, body, end = _metadata_plane(data)
+    plane = _XPlane()
+    plane.ParseFromString(data[body:end])
+    hlo_stat = next(k for k, v in plane.stat_metadata.items() if v.name == "Hlo Proto")
+    id_stat = next(k for k, v in plane.stat_metadata.items() if v.name == "program_id")
+    (key,) = [k for k, v in plane.event_metadata.items() if v.name == step_key]
+    meta = plane.event_metadata[key]
+    for stat in meta.stats:
+        if stat.metadata_id == hlo_stat:
+            parts = _fields(stat.bytes_value)
+            stripped = b"".join(_field(f, v) for f, v in _fields(dict(parts)[_BUFFER_ASSIGNMENT]) if f != _HEAP_TRACES)
+            hlo = HloProto()
+            hlo.ParseFromString(b"".join(_field(f, stripped if f == _BUFFER_ASSIGNMENT else v) for f, v in parts))
+            hlo.hlo_module.id = new_id      # the buffer assignment, undeclared there, is kept as it is
+            stat.bytes_value = hlo.SerializeToString()
+        elif stat.metadata_id == id_stat:
+            assert (stat.uint64_value or stat.int64_value) == int(step_key[:-1].rsplit("(", 1)[1])
+            stat.uint64_value, stat.int64_value = (new_id, 0) if stat.uint64_value else (0, new_id)
+    moved = plane.event_metadata[new_id]
+    moved.CopyFrom(meta)
+    moved.id = new_id
+    moved.name = f"{step_key.rsplit('(', 1)[0]}({new_id})"
+    del plane.event_metadata[key]
+    xplane.write_bytes(data[:start] + _field(1, plane.SerializeToString()) + data[end:])
+
+
+def test_a_cache_hit_trace_is_read_honestly_and_restored(tmp_path):
+    original = analyze_json(FIXTURES / "transformer_scan")["runs"][0]
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "transformer_scan", run)
+    (xplane,) = run.rglob("*.xplane.pb")
+    store = tmp_path / "jax"
+    assert restore(xplane, store, "jit_train_step") == []       # compiled fresh: its heap traces are kept
+    _as_loaded_from_cache(xplane, "jit_train_step(44)", 900)
+
+    hit = analyze_json(run)["runs"][0]
+    assert any("registered as jit_train_step(900)" in n for n in hit["notes"])
+    assert any("no heap simulation" in w for w in hit["warnings"])
+    assert hit["summary"].get("peak_memory_bytes") is None          # never the wrong peak
+    assert {f["rule"] for f in hit["findings"]} == {"scan-dynamic-update-slice"}    # the HLO is read
+
+    assert restore(xplane, store, "jit_train_step") == ["jit_train_step(900)"]
+    fixed = analyze_json(run)["runs"][0]
+    assert fixed["warnings"] == original["warnings"]
+    assert fixed["summary"]["peak_memory_bytes"] == original["summary"]["peak_memory_bytes"]
+    assert fixed["findings"] == original["findings"]
+
+
+def test_cache_aliases_are_never_guessed():
+    from advisor.load.loader import cached_program_aliases
+
+    # jit_f(5) ran without HLO; the one jit_f no op names is it (jit_f(3) ran under its own id)
+    assert cached_program_aliases(["jit_f(3)", "jit_f(7)"], {"jit_f(3)", "jit_f(5)", "memcpy"}) == {"jit_f(5)": "jit_f(7)"}
+    assert cached_program_aliases(["jit_f(6)", "jit_f(7)"], {"jit_f(5)"}) == {}           # two candidates
+    assert cached_program_aliases(["jit_f(7)"], {"jit_f(5)", "jit_f(6)"}) == {}           # two without HLO
+    assert cached_program_aliases(None, {"jit_f(5)"}) == {}
