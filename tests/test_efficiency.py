@@ -1,7 +1,7 @@
 """The efficiency view (summary.efficiency) on programs whose work can be counted on paper, the
 bound they get with given peaks, the peak table, and the real GPU traces.
 
-Paper counts (float32, batch B=256, width D=256, L=4 layers, one training step):
+Paper counts (float32, batch B=1024, width D=512, L=4 layers, one training step):
 - unrolled MLP: each layer's forward [B,D]@[D,D] is 2BD^2 FLOPs, its backward two more (the
   gradients of the weight and of the input), except that the first layer's input needs no
   gradient: (3L - 1) x 2BD^2.
@@ -17,7 +17,7 @@ import advisor
 from conftest import FIXTURES, cli
 from advisor.peaks import ROWS, match_row, user_peaks
 
-B, D, L = 256, 256, 4
+B, D, L = 1024, 512, 4
 PEAKS = {"peak_flops": "2T", "peak_bandwidth": "100GB/s"}     # given: ridge point 20 FLOP/B
 
 
