@@ -10,7 +10,8 @@ is most of the cost:
   memory viewer through xprof's converters in their child process, rules, rendering).
 
 The two run in turns, --repeat times per file, so a neighbour's load falls on both; prints the
-medians, advisor / floor, and the floor's and advisor's time apart.
+medians of the wall time and of the CPU time of each process tree (the steadier figure on a
+shared machine), and advisor / floor for both.
 
     nice -n 5 python benchmarks/small_trace.py [--repeat 7] [FILE_OR_RUN ...]
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -47,11 +49,16 @@ def xplane_of(path: Path) -> Path:
     return path if path.is_file() else sorted(path.rglob("*.xplane.pb"))[0]
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and its children): on a shared machine the CPU
+    time is the steadier figure, the wall time what a user waits."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -60,16 +67,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start; medians of {args.repeat}")
-    print(f"{'trace':<48}{'MB':>6}{'floor s':>9}{'advisor s':>11}{'advisor/floor':>15}")
+    print(f"{'trace':<46}{'MB':>5}{'floor s':>9}{'advisor s':>11}{'ratio':>7}{'floor CPU s':>13}"
+          f"{'advisor CPU s':>15}{'ratio':>7}")
     for path in args.paths:
         xplane = xplane_of(path)
         floor, advisor = [], []
         for _ in range(args.repeat):
             floor.append(timed([sys.executable, "-c", FLOOR, str(xplane)]))
             advisor.append(timed([sys.executable, "-m", "advisor", "analyze", str(xplane), "--format", "json"]))
-        f, a = statistics.median(floor), statistics.median(advisor)
+        f, a = (statistics.median(w for w, _ in runs) for runs in (floor, advisor))
+        fc, ac = (statistics.median(c for _, c in runs) for runs in (floor, advisor))
         name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-        print(f"{name[-48:]:<48}{xplane.stat().st_size / 1e6:>6.1f}{f:>9.2f}{a:>11.2f}{a / f:>14.2f}x", flush=True)
+        print(f"{name[-46:]:<46}{xplane.stat().st_size / 1e6:>5.1f}{f:>9.2f}{a:>11.2f}{a / f:>6.2f}x"
+              f"{fc:>13.2f}{ac:>15.2f}{ac / fc:>6.2f}x", flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
