@@ -25,6 +25,7 @@ class Kind(str, enum.Enum):
     FEWER_MINIBATCHES = "fewer_minibatches"
     SMALLER_BATCH = "smaller_batch"
     FSDP = "fsdp"
+    MORE_MICROBATCHES = "more_microbatches"     # a pipeline's microbatches (not gradient accumulation's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +134,7 @@ USER_TERMS = {
                                          "compute the logits in bfloat16",
     (Kind.MORE_MINIBATCHES, None): "accumulate gradients over more, smaller minibatches "
                                    "(`optax.MultiSteps`, or a `jax.lax.scan` over minibatch slices)",
+    (Kind.MORE_MICROBATCHES, None): "split the batch into more pipeline microbatches",
     (Kind.FEWER_MINIBATCHES, None): "accumulate over fewer minibatches (1 if the batch fits): one "
                                     "forward/backward pass instead of several",
     (Kind.SMALLER_BATCH, None): "use a smaller batch",

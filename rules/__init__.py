@@ -9,6 +9,7 @@ from . import (
     host_device_transfer,
     missing_buffer_donation,
     missing_remat,
+    pipeline_bubble,
     recompilation,
     remat_too_broad,
     replicated_state,
@@ -30,5 +31,6 @@ ALL = [
     replicated_state.RULE,
     exposed_communication.RULE,
     device_imbalance.RULE,
+    pipeline_bubble.RULE,
 ]
 BY_ID = {rule.id: rule for rule in ALL}

@@ -16,6 +16,8 @@ def test_verify_measures_each_change(tmp_path):
     assert remat["promised"] == "peak_memory" and remat["improved"] is True
     assert remat["peak_memory_ratio"] < 0.6
     assert remat["loss_match"] is True and remat["bug"] is False
+    rec = findings["missing-remat"]["recommendation"]
+    assert rec["checked"] == "measured" and "re-run with --set model.remat=MLP,Attn" in rec["check"]
     scan = findings["scan-dynamic-update-slice"]["verified"]
     assert scan["change"] == {"model.scan_layers": False}
     # unrolling must compute the same function: same loss on the same parameters

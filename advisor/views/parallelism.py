@@ -58,6 +58,8 @@ class Pipeline:
     axis: str
     loop: str                       # the forward schedule loop (HLO while instruction)
     source: str                     # where microbatches/loops come from: "recorded", "program"
+    schedule_loops: frozenset = frozenset()     # the forward loop and its transpose
+    time_s: float = 0.0             # per step on one device: ops inside the schedule loops
 
     @property
     def padding_iterations(self) -> int:
@@ -68,15 +70,28 @@ class Pipeline:
         """Share of each stage's loop iterations spent on padding: (S - 1) / (L*M + S - 1)."""
         return self.padding_iterations / self.iterations if self.iterations else 0.0
 
+    @property
+    def work_iterations(self) -> int:
+        """L * M: the iterations that carry a microbatch on every stage."""
+        return self.iterations - self.padding_iterations
+
     def bubble_with(self, microbatches: int) -> float:
-        """The bubble with `microbatches` (loops unchanged)."""
-        work = microbatches * (self.loops or 1)
+        """The bubble with `microbatches` (loops unchanged): (S - 1) / (L*M' + S - 1)."""
+        work = microbatches * (self.loops or 1) if self.microbatches else microbatches
         return self.padding_iterations / (work + self.padding_iterations)
+
+    def time_with(self, microbatches: int) -> float:
+        """The schedule's time with `microbatches`, the same work cut finer: each iteration's work
+        scales with 1/(L*M), so the schedule takes W (1 + (S-1)/(L*M)) (per-microbatch utilization unchanged)."""
+        now = 1 + self.padding_iterations / max(1, self.work_iterations)
+        work = microbatches * (self.loops or 1) if self.microbatches else microbatches
+        return self.time_s * (1 + self.padding_iterations / work) / now
 
     def to_json(self) -> dict[str, Any]:
         return {"stages": self.stages, "microbatches": self.microbatches, "loops": self.loops,
                 "iterations": self.iterations, "padding_iterations": self.padding_iterations,
-                "bubble_fraction": round(self.bubble_fraction, 4), "axis": self.axis}
+                "bubble_fraction": round(self.bubble_fraction, 4), "axis": self.axis,
+                "time_s": round(self.time_s, 6)}
 
 
 @dataclasses.dataclass
@@ -140,6 +155,7 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     axes = _axes_from(given) if given else _infer_axes(collectives, n)
     weights = state_dims(module)
     pipe_axis, pipeline_loop, schedule = _pipeline_ring(module, collectives, axes)
+    schedule = _with_transposes(module, schedule, pipeline_loop)
     roles = {i.name: _role(i, module, weights, schedule) for i in collectives}
     spans = {i.name: _spanned(i, axes) for i in collectives}
     if not given:
@@ -149,6 +165,9 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     label = {k: "+".join(names[a.stride] for a in v) for k, v in spans.items()}
     weights |= _gathered_dims(module, roles)
     pipeline = _pipeline(profile, module, axes, pipe_axis, pipeline_loop)
+    if pipeline is not None:
+        pipeline.schedule_loops = frozenset(schedule)
+        pipeline.time_s = _loop_time(profile, module, schedule)
     state = _state(module, axes, roles, spans)
     view = Parallelism(axes=axes, mesh_source=source, collectives=_rows(profile, module, collectives, roles, spans, label),
                        roles=roles, pipeline=pipeline, state=state,
@@ -388,13 +407,47 @@ def _pipeline(profile: Profile, module: HloModule, axes, axis: Optional[Axis], l
     loop = module.loops[loop_name]
     iterations = loop.trip_count or 0
     work = iterations - (axis.size - 1)
-    recorded = (profile.run_metadata.get("pipeline") or {}) if isinstance(profile.run_metadata, dict) else {}
-    micro, loops, source = recorded.get("microbatches"), recorded.get("loops"), "recorded"
+    micro, loops, source = _recorded_pipeline(profile, axis.size)
     if micro is None:
         loops = _stage_loops(module, loop_name, work)
         micro, source = (work // loops if loops else None), "program"
     return Pipeline(stages=axis.size, microbatches=micro, loops=loops, iterations=iterations,
                     axis=name, loop=loop_name, source=source)
+
+
+def _with_transposes(module: HloModule, schedule: set[str], forward: str) -> set[str]:
+    """The schedule loops, with the backward loops of the same trip count (the transpose of the
+    forward schedule) where no permute ring marked them."""
+    if not forward:
+        return schedule
+    trips = module.loops[forward].trip_count
+    return set(schedule) | {n for n, lp in module.loops.items() if lp.backward and lp.trip_count == trips
+                            and not lp.parent}
+
+
+def _loop_time(profile: Profile, module: HloModule, loops: set[str]) -> float:
+    """Op time per step on one device inside the loops (nested ones included)."""
+    devices = max(1, len(profile.hosts[0].devices)) if profile.hosts else 1
+    steps = max(1, len(profile.steps))
+    total = 0.0
+    for op in profile.ops:
+        if op.module != profile.step_module:
+            continue
+        ins = module.instructions.get(op.name)
+        if ins is None or ins.opcode in ("while", "conditional", "call"):
+            continue
+        if any(_inside(module, ins.loop, lp) for lp in loops):
+            total += op.self_ns
+    return total / devices / steps / 1e9
+
+
+def _recorded_pipeline(profile: Profile, stages: int) -> tuple[Optional[int], Optional[int], str]:
+    """(microbatches, loops) a bundled workload's config records for this pipeline, else (None, None)."""
+    meta = profile.run_metadata if isinstance(profile.run_metadata, dict) else {}
+    p = ((meta.get("config") or {}).get("parallel") or {}) if meta.get("workload") else {}
+    if p.get("pipeline.stages") == stages and p.get("pipeline.microbatches"):
+        return int(p["pipeline.microbatches"]), int(p.get("pipeline.loops", 1)), "recorded"
+    return None, None, "recorded"
 
 
 def _stage_loops(module: HloModule, loop_name: str, work: int) -> Optional[int]:

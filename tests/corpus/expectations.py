@@ -16,7 +16,8 @@ SEVERITIES = ("info", "warning", "error")
 
 RULES = ("scan-dynamic-update-slice", "missing-remat", "missing-buffer-donation", "float32-activations",
          "float32-attention-logits", "unneeded-grad-accumulation", "recompilation", "host-bound",
-         "host-device-transfer", "remat-too-broad", "replicated-state", "exposed-communication", "device-imbalance")
+         "host-device-transfer", "remat-too-broad", "replicated-state", "exposed-communication", "device-imbalance",
+         "pipeline-bubble")
 
 DEFAULT = {rule: ("silent", "the program has no such problem") for rule in RULES}
 DEFAULT["float32-activations"] = (
@@ -196,6 +197,7 @@ CASES: dict[str, dict] = {
         "about": "Part 3.1-style shard_map pipeline, data=2 x pipe=4, 2 microbatches (fori_loop of 5), Adam",
         "devices": 8,
         "expect": {
+            "pipeline-bubble": ("fire", "3 of 5 iterations (60%) are padding on every stage; 16 microbatches make it 16%"),
             "float32-activations": ("silent", "the [1, ...] stage weights, their gradients and slices are weights, not activations"),
             "scan-dynamic-update-slice": ("at most info", "a pipeline schedule loop's stacked residuals: remat of the "
                                           "stage step is the lever, and it costs time (info without memory pressure)"),
@@ -216,6 +218,7 @@ CASES: dict[str, dict] = {
         "about": "Part 3.2-style looping pipeline, data=2 x pipe=4, 2 loops x 4 microbatches (fori_loop of 11), Adam",
         "devices": 8,
         "expect": {
+            "pipeline-bubble": ("fire", "3 of 11 iterations (27%) are padding; 8 microbatches make it 16%"),
             "float32-activations": ("silent", "the stacked stage weights and their gradients are weights, not activations"),
             "scan-dynamic-update-slice": ("at most info", "a pipeline schedule loop's stacked residuals: remat of the "
                                           "stage step is the lever, and it costs time (info without memory pressure)"),
