@@ -128,14 +128,24 @@ def _one(run: RunFiles, job: Job) -> Union[Analysis, RunFailure]:
 
 def _relabel(result: Union[Analysis, RunFailure], local: str, url: str) -> Union[Analysis, RunFailure]:
     """Name a fetched run by its URL, never by the temporary folder it was read from."""
+    import re
+
+    from .locate import url_join
+
+    def swap(text: str) -> str:
+        if "::" not in url:
+            return text.replace(local, url)
+        # a chained URL (tar://a::file:///x.tar): the file's name goes into its first link
+        return re.sub(re.escape(local) + r"(/[^\s;,)]*)?", lambda m: url_join(url, m.group(1) or ""), text)
+
     if isinstance(result, RunFailure):
-        return RunFailure(result.path.replace(local, url), result.reason.replace(local, url))
+        return RunFailure(swap(result.path), swap(result.reason))
     p = result.profile
-    p.path = p.path.replace(local, url)
+    p.path = swap(p.path)
     for host in p.hosts:
-        host.path = host.path.replace(local, url)
-    p.notes[:] = [n.replace(local, url) for n in p.notes]
-    p.warnings[:] = [w.replace(local, url) for w in p.warnings]
+        host.path = swap(host.path)
+    p.notes[:] = [swap(n) for n in p.notes]
+    p.warnings[:] = [swap(w) for w in p.warnings]
     return result
 
 

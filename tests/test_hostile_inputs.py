@@ -194,3 +194,30 @@ def test_hostile_run_metadata_is_ignored_with_a_warning(run, content, words):
     proc = cli("analyze", run, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert any("advisor_run.json" in w and words in w for w in json.loads(proc.stdout)["warnings"])
+
+
+def test_memory_urls_with_dot_segments_and_chained_urls(tmp_path):
+    """`.`/`..` in a memory:// URL raised FileExistsError; chained URLs (tar://...::file://...) never worked."""
+    import tarfile
+
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    fs.put(str(SCAN), "/advisor-dots/logdir/scan", recursive=True)
+    try:
+        for url in ("memory://advisor-dots/logdir/./scan", "memory://advisor-dots/logdir/x/../scan/"):
+            proc = cli("analyze", url, "--format", "json", "--jobs", "1")
+            assert proc.returncode == 0, proc.stderr
+            assert json.loads(proc.stdout)["runs"][0]["path"].startswith("memory://advisor-dots/logdir/scan/")
+        one_line(cli("analyze", "memory://advisor-dots/../../etc"))
+    finally:
+        fs.rm("/advisor-dots", recursive=True)
+    with tarfile.open(tmp_path / "runs.tar", "w") as tar:
+        tar.add(SCAN, arcname="scan")
+    url = f"tar://scan::{(tmp_path / 'runs.tar').as_uri()}"
+    proc = cli("analyze", url, "--format", "json", "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)["runs"][0]
+    assert run["path"].startswith("tar://scan/plugins/profile/") and run["path"].endswith(
+        f".xplane.pb::{(tmp_path / 'runs.tar').as_uri()}") and run["findings"]
+    again = cli("analyze", run["path"], "--format", "json", "--jobs", "1")    # the file's own URL
+    assert again.returncode == 0 and json.loads(again.stdout)["runs"][0]["findings"] == run["findings"]
