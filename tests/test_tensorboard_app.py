@@ -276,3 +276,14 @@ def test_the_cache_is_bounded(tmp_path, monkeypatch):
     cache.trim(2_500)
     assert cache.path_for("old").is_file() and cache.path_for("new").is_file()
     assert not cache.path_for("mid").is_file()
+
+
+def test_the_efficiency_verdict_heads_the_run_where_the_summary_has_one():
+    from advisor.report.html import run_section
+
+    doc = analyze_json(FIXTURES / "transformer_scan")["runs"][0]
+    assert 'class="verdict"' not in run_section(doc, [])
+    doc["summary"]["efficiency"] = {"verdict": "memory-bound <b>x</b>", "bound": "memory"}
+    page = run_section(doc, [])
+    assert '<p class="verdict"><b>verdict</b> memory-bound &lt;b&gt;x&lt;/b&gt;</p>' in page
+    assert page.index('class="verdict"') < page.index("<h2>Findings</h2>")

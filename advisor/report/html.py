@@ -170,6 +170,9 @@ def run_section(doc: dict, charts: list[str], finding_extra=None) -> str:
            f'<code>{_e(s.get("step_module"))}</code> · peak from {_e(s.get("peak_memory_source"))}</p>',
            '<div class="cards">' + "".join(f"<div class=card>{_e(k)}<b>{_e(v)}</b></div>" for k, v in cards)
            + "</div>"]
+    verdict = (s.get("efficiency") or {}).get("verdict")     # the step's verdict, where it was measured
+    if verdict:
+        out.append(f'<p class="verdict"><b>verdict</b> {_e(verdict)}</p>')
     out.append("<h2>Findings</h2>")
     out += ([_finding(f, finding_extra(f) if finding_extra else "") for f in doc["findings"]]
             or ["<p>No findings: no rule fired on this run.</p>"])

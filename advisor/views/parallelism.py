@@ -407,8 +407,7 @@ def _pipeline(profile: Profile, module: HloModule, axes, axis: Optional[Axis], l
     loop = module.loops[loop_name]
     iterations = loop.trip_count or 0
     work = iterations - (axis.size - 1)
-    recorded = (profile.run_metadata.get("pipeline") or {}) if isinstance(profile.run_metadata, dict) else {}
-    micro, loops, source = recorded.get("microbatches"), recorded.get("loops"), "recorded"
+    micro, loops, source = _recorded_pipeline(profile, axis.size)
     if micro is None:
         loops = _stage_loops(module, loop_name, work)
         micro, source = (work // loops if loops else None), "program"
@@ -440,6 +439,15 @@ def _loop_time(profile: Profile, module: HloModule, loops: set[str]) -> float:
         if any(_inside(module, ins.loop, lp) for lp in loops):
             total += op.self_ns
     return total / devices / steps / 1e9
+
+
+def _recorded_pipeline(profile: Profile, stages: int) -> tuple[Optional[int], Optional[int], str]:
+    """(microbatches, loops) a bundled workload's config records for this pipeline, else (None, None)."""
+    meta = profile.run_metadata if isinstance(profile.run_metadata, dict) else {}
+    p = ((meta.get("config") or {}).get("parallel") or {}) if meta.get("workload") else {}
+    if p.get("pipeline.stages") == stages and p.get("pipeline.microbatches"):
+        return int(p["pipeline.microbatches"]), int(p.get("pipeline.loops", 1)), "recorded"
+    return None, None, "recorded"
 
 
 def _stage_loops(module: HloModule, loop_name: str, work: int) -> Optional[int]:
