@@ -101,7 +101,8 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
             options: Optional[dict[str, dict[str, Any]]] = None, device_memory: Size = None,
             progress: Callable[[str], None] = lambda msg: None, jobs: Optional[int] = None,
             engine: str = "process", ray_address: Optional[str] = None,
-            steps: Union[str, slice, None] = None, mesh=None) -> Report:
+            steps: Union[str, slice, None] = None, peak_flops: Union[float, str, None] = None,
+            peak_bandwidth: Union[float, str, None] = None, peaks=None, mesh=None) -> Report:
     """Diagnose the traces under `path` (a logdir, a run folder or one .xplane.pb; a path or an fsspec
     URL such as gs://bucket/logdir, s3://..., file://...).
 
@@ -113,11 +114,15 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     engine: "process" (worker processes on this machine) or "ray" (one Ray task per host file, on the
     cluster at ray_address, else a local Ray started for the call). The results are the same.
     steps: "A:B" (or a slice) analyzes only the steps numbered A to B-1 (the CLI's --steps).
+    peak_flops, peak_bandwidth: the device's peak matmul FLOP/s and memory bytes/s (numbers, or text such
+    as "989T", "3.35TB/s"), in place of the device table's (needed on CPU: see `advisor calibrate`);
+    peaks: an advisor.peaks.UserPeaks instead (the command line's).
     mesh: the device mesh's axes, major first: a jax.sharding.Mesh, {"data": 2, "pipe": 2}, or
     "data=2,pipe=2" (the CLI's --mesh); names the axes of summary.parallelism (else inferred).
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).
     """
     from .engine import all_rules, analyze_all, select_rules
+    from .peaks import user_peaks
     from .settings import parse_steps_flag, validate_options
 
     select = None if select is None else list(select)
@@ -126,6 +131,8 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     analyses, failed = analyze_all(path, rules, opts, progress, _size(device_memory, "device_memory"),
                                    jobs=1 if jobs is None else jobs, engine=engine,
                                    ray_address=ray_address, steps=parse_steps_flag(steps, "steps"),
+                                   peaks=peaks or user_peaks(peak_flops, peak_bandwidth, "peak_flops=",
+                                                             "peak_bandwidth="),
                                    mesh=_mesh(mesh))
     return Report(analyses, failed, str(path))
 
