@@ -325,3 +325,16 @@ def test_trace_records_the_mesh(tmp_path):
             f(x)
     assert json.loads((t.run_dir / "advisor_run.json").read_text()) == {"mesh": [["data", 1]]}
     assert t.report is not None
+
+
+def test_html_draws_the_schedule_and_collectives_by_axis(tmp_path):
+    from conftest import cli
+
+    out = tmp_path / "report.html"
+    proc = cli("analyze", materialize("pipeline_looping", tmp_path), "--format", "html", "--output", out,
+               "--mesh", "data=2,<b>pipe</b>=4")
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert 'aria-label="pipeline schedule"' in html and 'aria-label="collectives by axis"' in html
+    assert "27.3%" in html and "pipeline-transfer" in html
+    assert "<b>pipe</b>" not in html and "&lt;b&gt;pipe&lt;/b&gt;" in html
