@@ -150,8 +150,12 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     devices = len(profile.device_activity)
     if module is None or devices < 2:
         return None
-    collectives = [i for i in module.collectives() if _groups(i)]
-    n = max([devices] + [d + 1 for i in collectives for g in _groups(i) for d in g])
+    listed = [i for i in module.collectives() if _groups(i)]
+    n = max([devices] + [d + 1 for i in listed for g in _groups(i) for d in g])
+    # no replica groups (and no pairs): the collective runs over every device of the program
+    everyone = (tuple(range(n)),)
+    collectives = [i if _groups(i) else dataclasses.replace(i, replica_groups=everyone)
+                   for i in module.collectives() if _groups(i) or not i.source_target_pairs]
     given, source = _named_mesh(profile, mesh)
     if given and math.prod(size for _, size in given) != n:
         profile.notes.append(f"the mesh {', '.join(f'{a}={s}' for a, s in given)} ({source}) does not cover the "
@@ -163,6 +167,7 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     schedule = _with_transposes(module, schedule, pipeline_loop)
     roles = {i.name: _role(i, module, weights, schedule) for i in collectives}
     spans = {i.name: _spanned(i, axes) for i in collectives}
+    roles = _data_collectives_are_resharding(roles, spans)
     if not given:
         axes = _name_axes(axes, roles, spans)
         source = "inferred"
@@ -371,16 +376,31 @@ def _role(ins: Instruction, module: HloModule, weights, schedule: set[str]) -> s
         if any(_inside(module, ins.loop, loop) for loop in schedule):
             return "pipeline-transfer"
         return "tensor-parallel" if len(_squeeze(operands[0])) >= 2 else "other"
-    if kind == "all-gather" and any(_squeeze(d) in weights for d in operands):
+    if kind == "all-gather" and any(_is_weight(d, weights) for d in operands):
         return "fsdp-gather"
-    if kind == "reduce-scatter" and _squeeze(ins.dims) in weights:
+    if kind == "reduce-scatter" and _is_weight(ins.dims, weights):
         return "fsdp-scatter"
-    if kind == "all-reduce" and any(_squeeze(d) in weights for d in operands):
+    if kind == "all-reduce" and any(_is_weight(d, weights) for d in operands):
         return "gradient-sync"
     if kind in ("all-gather", "reduce-scatter", "all-reduce", "all-to-all") and any(len(_squeeze(d)) >= 2
                                                                                    for d in operands):
         return "tensor-parallel"
     return "other"
+
+
+def _is_weight(dims, weights) -> bool:
+    """A collective's operand shaped like a weight, in any layout (SPMD partitioning may transpose it)."""
+    d = _squeeze(tuple(dims))
+    return len(d) >= 2 and (d in weights or any(len(w) == len(d) and sorted(w) == sorted(d) for w in weights))
+
+
+def _data_collectives_are_resharding(roles: dict[str, str], spans: dict[str, list]) -> dict[str, str]:
+    """Activation collectives over an axis the gradients are reduced (or FSDP-gathered) over are the
+    SPMD partitioner's resharding there, not tensor parallelism: `other`."""
+    data = {a.stride for name, role in roles.items() if role in ("gradient-sync", "fsdp-gather", "fsdp-scatter")
+            for a in spans[name]}
+    return {name: "other" if role == "tensor-parallel" and any(a.stride in data for a in spans[name]) else role
+            for name, role in roles.items()}
 
 
 def _inside(module: HloModule, loop: str, target: str) -> bool:
@@ -561,13 +581,14 @@ def _state(module: HloModule, axes: list[Axis], roles, spans) -> Optional[State]
         if role == "gradient-sync":
             ins = module.instructions[name]
             for a in spans[name]:
-                reduced_over.setdefault(a.stride, set()).update(_squeeze(d) for d in ins.operand_dims if d)
+                reduced_over.setdefault(a.stride, set()).update(tuple(sorted(_squeeze(d))) for d in ins.operand_dims
+                                                                if d)
     replicated, copied = [], 0
     data_axis = ""
     for a in axes:
         shapes = reduced_over.get(a.stride, set())
         bytes_ = sum(module.parameter_bytes.get(n, 0) for n in updated
-                     if _squeeze(module.parameter_dims.get(n, ())) in shapes)
+                     if tuple(sorted(_squeeze(module.parameter_dims.get(n, ())))) in shapes)
         if bytes_ >= 0.5 * total and bytes_ > 0:
             replicated.append(a)
             if bytes_ > copied:
