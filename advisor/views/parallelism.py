@@ -133,11 +133,12 @@ class Parallelism:
                 "notes": list(self.notes)}
 
 
-def of(profile: Profile) -> Optional[Parallelism]:
-    """The view for `profile`, computed on first use and kept on it (the engine computes it before the rules)."""
+def of(profile: Profile, mesh=None) -> Optional[Parallelism]:
+    """The view for `profile`, computed on first use and kept on it (the engine computes it before the
+    rules, with the mesh the user gave, if any)."""
     views = profile.views
     if "parallelism" not in views:
-        views["parallelism"] = build(profile)
+        views["parallelism"] = build(profile, mesh)
     return views["parallelism"]
 
 
@@ -152,6 +153,10 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     collectives = [i for i in module.collectives() if _groups(i)]
     n = max([devices] + [d + 1 for i in collectives for g in _groups(i) for d in g])
     given, source = _named_mesh(profile, mesh)
+    if given and math.prod(size for _, size in given) != n:
+        profile.notes.append(f"the mesh {', '.join(f'{a}={s}' for a, s in given)} ({source}) does not cover the "
+                             f"run's {n} devices; its axes are inferred from the HLO instead")
+        given, source = None, "inferred"
     axes = _axes_from(given) if given else _infer_axes(collectives, n)
     weights = state_dims(module)
     pipe_axis, pipeline_loop, schedule = _pipeline_ring(module, collectives, axes)
@@ -197,14 +202,44 @@ def _groups(ins: Instruction) -> tuple[tuple[int, ...], ...]:
     return tuple(g for g in ins.replica_groups if len(g) > 1)
 
 
+def parse_mesh(value) -> list[tuple[str, int]]:
+    """A mesh's axes, major first, as [(name, size), ...], from "data=2,pipe=2,tensor=2", a
+    {name: size} mapping, [[name, size], ...] or a jax.sharding.Mesh. ValueError if it is none of them."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "axis_names"):      # a jax.sharding.Mesh
+        value = dict(shape)
+    if isinstance(value, str):
+        pairs = [p.split("=", 1) for p in value.split(",") if p.strip()]
+        if not pairs or any(len(p) != 2 for p in pairs):
+            raise ValueError(f"expected NAME=SIZE,... (e.g. data=2,pipe=2,tensor=2), got {value!r}")
+        value = [(k.strip(), v.strip()) for k, v in pairs]
+    items = list(value.items()) if isinstance(value, dict) else list(value or [])
+    out = []
+    for item in items:
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise ValueError(f"expected (name, size) pairs, got {item!r}")
+        name, size = str(item[0]), item[1]
+        try:
+            size = int(size)
+        except (TypeError, ValueError):
+            raise ValueError(f"axis {name!r}: size {size!r} is not a whole number") from None
+        if not name or size < 1 or isinstance(item[1], bool):
+            raise ValueError(f"axis {name!r}: needs a name and a size of at least 1")
+        out.append((name, size))
+    if not out or len({n for n, _ in out}) != len(out):
+        raise ValueError("a mesh needs at least one axis, each named once")
+    return out
+
+
 def _named_mesh(profile: Profile, mesh) -> tuple[Optional[list[tuple[str, int]]], str]:
     if mesh:
-        return list(mesh), "given"
+        return parse_mesh(mesh), "given"
     recorded = profile.run_metadata.get("mesh")
-    if isinstance(recorded, dict) and recorded:
-        return [(str(k), int(v)) for k, v in recorded.items()], "recorded"
-    if isinstance(recorded, list) and recorded:
-        return [(str(k), int(v)) for k, v in recorded], "recorded"
+    if recorded:
+        try:
+            return parse_mesh(recorded), "recorded"
+        except ValueError as err:
+            profile.notes.append(f"the mesh recorded with the run is not usable ({err}); its axes are inferred")
     return None, "inferred"
 
 
