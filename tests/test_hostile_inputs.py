@@ -245,3 +245,19 @@ def test_name_table_keeps_the_last_of_equal_ids():
     table = names.table()
     assert (table.get(5), table.get(2), table.get(7, ""), table.get(9)) == ("c", "b", "", "\ufffd\ufffd\ufffd")
     assert isinstance(table._ids, np.ndarray)
+
+
+def test_fuzzed_options_configs_side_files_and_baselines_never_end_in_a_traceback():
+    """A few of benchmarks/fuzz_inputs.py's cases (the benchmark runs 10,000 of each)."""
+    import sys
+    sys.path.insert(0, str(FIXTURES.parent / "benchmarks"))
+    import fuzz_inputs
+    out = fuzz_inputs.run(40, ["options", "config", "side", "baseline"], seed=7, verbose=False)
+    assert not out["failures"], out["failures"][:3]
+    assert all(c["ok"] for c in out["counts"].values())
+
+
+def test_a_percent_sign_in_setup_cfg_is_a_percent_sign(tmp_path):
+    (tmp_path / "setup.cfg").write_text("[advisor]\nselect = host-bound\nhost-bound.min_idle_share = 50%\n")
+    line = one_line(cli("analyze", SCAN, cwd=tmp_path))
+    assert "'50%'" in line and "Interpolation" not in line
