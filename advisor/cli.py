@@ -80,6 +80,23 @@ def rule_options(fn):
     return fn
 
 
+def peak_options(fn):
+    """--peak-flops/--peak-bandwidth: the device peaks efficiency is measured against."""
+    fn = click.option("--peak-bandwidth", metavar="RATE",
+                      help="Peak memory bandwidth, e.g. 3.35TB/s or 819GB/s: replaces the device table's figure "
+                           "(needed on CPU and unknown devices; see advisor calibrate).")(fn)
+    fn = click.option("--peak-flops", metavar="RATE",
+                      help="Peak matmul FLOP/s for the step's matmul dtype, e.g. 989T or 989e12: replaces the "
+                           "device table's figure (needed on CPU and unknown devices; see advisor calibrate).")(fn)
+    return fn
+
+
+def resolve_peaks(peak_flops, peak_bandwidth):
+    from .peaks import user_peaks
+
+    return user_peaks(peak_flops, peak_bandwidth)
+
+
 def resolve_rule_settings(select, ignore, option, device_memory):
     """Rules and thresholds from the project config, overridden by the command line."""
     from .engine import all_rules, select_rules
@@ -133,9 +150,15 @@ def main():
 @click.option("--steps", "steps_text", metavar="A:B",
               help="Analyze only the steps numbered A to B-1 (A: or :B for open ends, N for one step): "
                    "every figure is over those steps, and the report says which.")
+@click.option("--mesh", "mesh_text", metavar="NAME=SIZE,...",
+              help="The device mesh's axes, major first as in Mesh(devices.reshape(sizes), names), e.g. "
+                   "data=2,pipe=2,tensor=2: names the axes of the parallelism section (else they are inferred "
+                   "from the HLO's device groups and named by what runs over them).")
 @rule_options
+@peak_options
 @user_errors
-def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ignore, option, device_memory):
+def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text, select, ignore, option,
+            device_memory, peak_flops, peak_bandwidth):
     """Diagnose existing traces: a logdir, a run folder or one .xplane.pb, as a path or a URL
     (gs://bucket/logdir, s3://..., file://..., any fsspec URL).
 
@@ -154,7 +177,8 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
 
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
     run_options = {"jobs": jobs or default_jobs(), "engine": engine, "ray_address": ray_address,
-                   "steps": parse_steps_flag(steps_text)}
+                   "steps": parse_steps_flag(steps_text), "peaks": resolve_peaks(peak_flops, peak_bandwidth),
+                   "mesh": _mesh_flag(mesh_text)}
     progress = _progress(sys.stderr.isatty())
     if fmt == "html":
         from .api import analyze as analyze_api
@@ -169,6 +193,16 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
         for f in failed:
             _err.print(terminal(f"advisor: not analyzed: {f['reason']}"))
         sys.exit(EXIT_SOME_RUNS_FAILED)
+
+
+def _mesh_flag(text):
+    if not text:
+        return None
+    from .views.parallelism import parse_mesh
+    try:
+        return parse_mesh(text)
+    except ValueError as err:
+        raise AdvisorError(f"--mesh: {err}") from None
 
 
 def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progress, run_options) -> list[dict]:
@@ -517,6 +551,30 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
     else:
         from .report.sweep_text import render
         render(rows, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+
+
+@main.command()
+@click.option("--size", type=click.IntRange(min=64, max=16384), default=2048, show_default=True,
+              help="The matmul benchmark's square size.")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True,
+              help="The matmul benchmark's dtype (XLA:CPU runs bfloat16 slower than float32).")
+@click.option("--stream-mib", type=click.IntRange(min=16, max=4096), default=256, show_default=True,
+              help="The stream benchmark's array size in MiB (well above the caches).")
+@user_errors
+def calibrate(size, dtype, stream_mib):
+    """Measure this host's peak matmul FLOP/s and memory bandwidth on JAX's default device (a matmul and a
+    stream benchmark, best of 5) and store them in the user cache folder ($ADVISOR_CACHE_DIR, else
+    ~/.cache/advisor): `analyze` then measures efficiency on traces of this host (CPU, or a device
+    advisor's table does not know) against them, labelled "measured on <host> by advisor calibrate"."""
+    from . import calibrate as cal
+    from .report.efficiency_text import rate
+
+    entry = cal.measure(size, dtype, stream_mib)
+    path = cal.save(entry)
+    click.echo(f"{entry['host']} ({entry['backend']}, {entry['device_kind']}): matmul {rate(entry['flops_per_s'])} "
+               f"({dtype}, {size}x{size}), stream {rate(entry['bytes_per_s'], 'B/s')} "
+               f"({entry['stream_bytes'] / 2**20:.0f} MiB moved)")
+    click.echo(f"stored in {path}; analyze uses them for traces recorded on {entry['host']} ({entry['backend']})")
 
 
 @main.command("rules")

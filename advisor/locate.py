@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import posixpath
 import re
-import shutil
 import urllib.parse
 from pathlib import Path
 from typing import Iterator, Optional
@@ -134,8 +134,39 @@ def _first_line(err: BaseException) -> str:
     return lines[0][:200] if lines else type(err).__name__
 
 
+def normalize_url(url: str) -> str:
+    """`.` and `..` segments folded in the URL's own path (the first link of a chain such as
+    `tar://logdir::file:///runs.tar`): fsspec passes them through, and a fetched folder named `.`
+    or `..` cannot be made."""
+    head, sep, chain = url.partition("::")
+    scheme, _, path = head.partition("://")
+    if path and any(part in (".", "..") for part in path.split("/")):
+        folded = posixpath.normpath(path)
+        if folded.startswith("..") or path.startswith("/") != folded.startswith("/"):
+            raise AdvisorError(f"{url}: its `..` segments climb above the URL's root; give the folder itself")
+        path = "" if folded == "." else folded + ("/" if path.endswith("/") else "")
+    return f"{scheme}://{path}{sep}{chain}"
+
+
+def url_join(url: str, sub: str) -> str:
+    """url/sub, in the first link of a chained URL (`tar://a::file:///x.tar` + `/b` is
+    `tar://a/b::file:///x.tar`)."""
+    head, sep, chain = url.partition("::")
+    scheme, _, path = head.partition("://")
+    path = path.rstrip("/")
+    sub = sub.strip("/")
+    joined = f"{path}/{sub}" if path and sub else path or sub
+    return f"{scheme}://{joined}{sep}{chain}"
+
+
+def _url_parent(url: str) -> str:
+    head, sep, chain = url.partition("::")
+    return head.rsplit("/", 1)[0] + sep + chain
+
+
 def find_remote_runs(url: str) -> list[RemoteRun]:
     """The run folders under a URL that hold `.xplane.pb` traces, sorted by URL; nothing is written there."""
+    url = normalize_url(url)
     fs, root = _filesystem(url)
     try:
         info = fs.info(root)
@@ -146,7 +177,7 @@ def find_remote_runs(url: str) -> list[RemoteRun]:
             names = [root.rsplit("/", 1)[1]]
             beside = set(_names(fs.ls(folder, detail=False)))
             names += [n for n in (MEMORY_PROFILE, RUN_METADATA) if n in beside]
-            return [RemoteRun(url.rsplit("/", 1)[0], tuple(names))]
+            return [RemoteRun(_url_parent(url), tuple(names))]
         found = fs.find(root)
     except AdvisorError:
         raise
@@ -167,7 +198,7 @@ def find_remote_runs(url: str) -> list[RemoteRun]:
                            "or `advisor run-workload`, then point advisor at that logdir")
     present = set(found)
     root = root.rstrip("/")
-    return [RemoteRun(url.rstrip("/") + folder[len(root):] if folder.startswith(root) else fs.unstrip_protocol(folder),
+    return [RemoteRun(url_join(url, folder[len(root):]) if folder.startswith(root) else fs.unstrip_protocol(folder),
                       tuple(xplanes + [n for n in (MEMORY_PROFILE, RUN_METADATA) if f"{folder}/{n}" in present]))
             for folder, xplanes in sorted(folders.items())]
 
@@ -183,7 +214,7 @@ def fetched(run: RemoteRun) -> Iterator[Path]:
     from . import cleanup
     tmp = cleanup.mkdtemp("fetch")
     try:
-        local = tmp / (folder.rstrip("/").rsplit("/", 1)[-1] or "run")
+        local = tmp / (folder.rstrip("/").rsplit("/", 1)[-1].strip(".") or "run")
         local.mkdir()
         for name in run.files:
             try:

@@ -100,7 +100,8 @@ def compile_abstract(name: str, config: dict):
         lambda x: x[: x.shape[0] // config["optimizer"]["num_minibatches"]], built.batch)
     metrics_shape = jax.eval_shape(lambda s, b: zero_metrics(built.loss_fn, s, b), state_shape, minibatch)
     donate = ("state", "metrics") if built.donate else ()
-    placed = parallel.shardings(config, state_shape, metrics_shape, built.batch)
+    placed = (built.shardings(state_shape, metrics_shape, built.batch) if built.shardings is not None
+              else parallel.shardings(config, state_shape, metrics_shape, built.batch))
     if placed is None:
         step = jax.jit(built.train_step, donate_argnames=donate)
     else:   # data parallel over the mesh: XLA partitions the step (all-reduce, or FSDP's gathers)
@@ -213,6 +214,8 @@ def _write_metadata(run_dir, name, preset, config, device, built, compile_s, wal
                     memory, need, capacity, source, cache_use) -> None:
     import jax
 
+    from advisor.workloads import parallel as workload_parallel
+
     meta = {
         "workload": name,
         "preset": preset,
@@ -220,7 +223,7 @@ def _write_metadata(run_dir, name, preset, config, device, built, compile_s, wal
         "backend": device.platform,
         "device_kind": device.device_kind,
         "device_count": jax.device_count(),
-        "devices_used": config.get("parallel", {}).get("data", 1),
+        "devices_used": workload_parallel.devices_needed(config),
         "versions": _versions(),
         "num_params": built.num_params(),
         "compile_s": round(compile_s, 3),
@@ -234,6 +237,7 @@ def _write_metadata(run_dir, name, preset, config, device, built, compile_s, wal
         "capacity_bytes": capacity,
         "capacity_source": source,
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
+        **({"mesh": [list(a) for a in built.mesh_axes]} if built.mesh_axes else {}),
     }
     (run_dir / RUN_METADATA).write_text(json.dumps(meta, indent=2) + "\n")
 

@@ -48,13 +48,25 @@ from advisor.views import parallelism
 MAX_FACTOR = 64     # look at most this many times the microbatches today
 
 
-def target_microbatches(pipe, max_bubble: float) -> int:
-    """The smallest M' = M x 2^k whose bubble is at most `max_bubble` (M x MAX_FACTOR at most)."""
+def target_microbatches(pipe, max_bubble: float, batch: int = 0) -> int:
+    """The smallest M' = M x 2^k whose bubble is at most `max_bubble` (M x MAX_FACTOR at most); where
+    the batch on each data device is known (a bundled workload), the largest such M' dividing it."""
     m = pipe.microbatches or pipe.work_iterations
     target = m
     while pipe.bubble_with(target) > max_bubble and target < m * MAX_FACTOR:
+        if batch and (batch % (target * 2) or target * 2 > batch):
+            break
         target *= 2
     return target
+
+
+def _local_batch(profile: Profile) -> int:
+    """The batch on each data device of a bundled workload (0: unknown)."""
+    config = profile.run_metadata.get("config") if profile.run_metadata.get("workload") else None
+    if not isinstance(config, dict):
+        return 0
+    batch = (config.get("data") or {}).get("batch_size") or 0
+    return batch // max(1, (config.get("parallel") or {}).get("data", 1))
 
 
 def check(profile: Profile, max_bubble: float = 0.2):
@@ -64,7 +76,9 @@ def check(profile: Profile, max_bubble: float = 0.2):
         return
     known = pipe.microbatches is not None
     m = pipe.microbatches or pipe.work_iterations
-    target = target_microbatches(pipe, max_bubble)
+    target = target_microbatches(pipe, max_bubble, _local_batch(profile))
+    if target == m:
+        return      # no more microbatches fit the batch: nothing to advise but a larger batch
     after = pipe.bubble_with(target)
     now_ns = pipe.time_s * 1e9
     saving_ns = max(0.0, now_ns - pipe.time_with(target) * 1e9)

@@ -177,13 +177,19 @@ def test_bad_sizes_are_one_line(args, tmp_path):
     assert not list(tmp_path.rglob("*.xplane.pb"))
 
 
-def test_empty_trace_warns_instead_of_no_findings(tmp_path):
-    empty = tmp_path / "host.xplane.pb"
+def test_empty_trace_is_bad_input_not_no_findings(tmp_path):
+    """A 0-byte file is not a trace: exit 2 alone (as `check` says), listed as not analyzed among others."""
+    empty = tmp_path / "one" / "host.xplane.pb"
+    empty.parent.mkdir()
     empty.write_bytes(b"")
-    doc = _analyze_json_ok(empty)
-    assert any("holds no executed ops (the file is empty (0 bytes))" in w for w in doc["warnings"])
-    text = cli("analyze", empty).stdout
-    assert "PARTIAL" in text and "No findings: none of the rules" not in text
+    proc = cli("analyze", empty)
+    assert_one_line_error(proc)
+    assert "the file is empty (0 bytes), not a trace" in proc.stderr
+    shutil.copytree(FIXTURES / "transformer_scan", tmp_path / "scan")
+    proc = cli("analyze", tmp_path, "--format", "json")
+    assert proc.returncode == 3
+    doc = json.loads(proc.stdout)
+    assert len(doc["runs"]) == 1 and "empty" in doc["failed"][0]["reason"]
 
 
 def test_trace_where_nothing_ran_warns(tmp_path):

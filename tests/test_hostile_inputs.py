@@ -150,3 +150,114 @@ def test_preflight_refuses_a_memory_limit_that_is_not_a_size(limit):
     from advisor.errors import AdvisorError
     with pytest.raises(AdvisorError, match="memory_limit"):
         _size(limit, "memory_limit")
+
+
+def _gzip_of_zeros(size: int) -> bytes:
+    import zlib
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = bytes(1 << 20)
+    return b"".join(c.compress(block) for _ in range(size >> 20)) + c.flush()
+
+
+def test_a_gzip_bomb_memory_profile_is_a_warning_the_rest_analyzed(run, monkeypatch):
+    """A few KB that expand past the bound: not decompressed further (the bound is lowered here; the
+    benchmark benchmarks/gzip_bomb.py measures the real one)."""
+    from advisor.load import memprof
+    monkeypatch.setattr(memprof, "MAX_BYTES", 4 << 20)
+    monkeypatch.setattr(memprof, "FLOOR_BYTES", 1 << 20)
+    bomb = _gzip_of_zeros(64 << 20)
+    assert len(bomb) < 100_000
+    next(run.rglob("memory.prof")).write_bytes(bomb)
+    proc = cli("analyze", run, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert any("gzip bomb" in w for w in doc["warnings"]) and doc["runs"][0]["findings"]
+
+
+def test_bounded_gunzip_reads_what_gzip_reads():
+    import gzip
+    from advisor.load.memprof import gunzip_bounded
+    data = b"".join(bytes([i % 251]) * i for i in range(3000))
+    two = gzip.compress(data) + gzip.compress(data[:1000])      # two members, as gzip allows
+    assert gunzip_bounded(two, 1 << 30) == gzip.decompress(two)
+    with pytest.raises(ValueError):
+        gunzip_bounded(two, 1000)
+    with pytest.raises(EOFError):
+        gunzip_bounded(gzip.compress(data)[:-20], 1 << 30)
+
+
+@pytest.mark.parametrize("content,words", [("[" * 100_000 + "]" * 100_000, "nested"),
+                                           ('{"num_params": NaN}', "NaN"),
+                                           ('{"config": ' + '{"a": ' * 80 + "1" + "}" * 81, "nested")])
+def test_hostile_run_metadata_is_ignored_with_a_warning(run, content, words):
+    next(run.rglob("advisor_run.json")).write_text(content)
+    proc = cli("analyze", run, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert any("advisor_run.json" in w and words in w for w in json.loads(proc.stdout)["warnings"])
+
+
+def test_memory_urls_with_dot_segments_and_chained_urls(tmp_path):
+    """`.`/`..` in a memory:// URL raised FileExistsError; chained URLs (tar://...::file://...) never worked."""
+    import tarfile
+
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    fs.put(str(SCAN), "/advisor-dots/logdir/scan", recursive=True)
+    try:
+        for url in ("memory://advisor-dots/logdir/./scan", "memory://advisor-dots/logdir/x/../scan/"):
+            proc = cli("analyze", url, "--format", "json", "--jobs", "1")
+            assert proc.returncode == 0, proc.stderr
+            assert json.loads(proc.stdout)["runs"][0]["path"].startswith("memory://advisor-dots/logdir/scan/")
+        one_line(cli("analyze", "memory://advisor-dots/../../etc"))
+    finally:
+        fs.rm("/advisor-dots", recursive=True)
+    with tarfile.open(tmp_path / "runs.tar", "w") as tar:
+        tar.add(SCAN, arcname="scan")
+    url = f"tar://scan::{(tmp_path / 'runs.tar').as_uri()}"
+    proc = cli("analyze", url, "--format", "json", "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)["runs"][0]
+    assert run["path"].startswith("tar://scan/plugins/profile/") and run["path"].endswith(
+        f".xplane.pb::{(tmp_path / 'runs.tar').as_uri()}") and run["findings"]
+    again = cli("analyze", run["path"], "--format", "json", "--jobs", "1")    # the file's own URL
+    assert again.returncode == 0 and json.loads(again.stdout)["runs"][0]["findings"] == run["findings"]
+
+
+def test_large_metadata_tables_give_the_same_analysis(monkeypatch):
+    """Past BIG_TABLE entries a plane's names are kept in arrays (a metadata-heavy trace cost ~10x its
+    size in memory, benchmarks/metadata_heavy.py); the analysis is the same either way."""
+    from advisor.load import xplane_stream
+    from conftest import analyze_json
+    fixture = FIXTURES / "gpu_data_parallel"
+    expected = analyze_json(fixture)["runs"]
+    monkeypatch.setattr(xplane_stream, "BIG_TABLE", 3)
+    proc = cli("analyze", fixture, "--format", "json", "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["runs"] == expected
+
+
+def test_name_table_keeps_the_last_of_equal_ids():
+    import numpy as np
+    from advisor.load.xplane_stream import _Names
+    names = _Names()
+    names.small = None
+    names.add([(5, "a"), (2, "b"), (5, "c"), (9, "\udcff")])
+    table = names.table()
+    assert (table.get(5), table.get(2), table.get(7, ""), table.get(9)) == ("c", "b", "", "\ufffd\ufffd\ufffd")
+    assert isinstance(table._ids, np.ndarray)
+
+
+def test_fuzzed_options_configs_side_files_and_baselines_never_end_in_a_traceback():
+    """A few of benchmarks/fuzz_inputs.py's cases (the benchmark runs 10,000 of each)."""
+    import sys
+    sys.path.insert(0, str(FIXTURES.parent / "benchmarks"))
+    import fuzz_inputs
+    out = fuzz_inputs.run(40, ["options", "config", "side", "baseline"], seed=7, verbose=False)
+    assert not out["failures"], out["failures"][:3]
+    assert all(c["ok"] for c in out["counts"].values())
+
+
+def test_a_percent_sign_in_setup_cfg_is_a_percent_sign(tmp_path):
+    (tmp_path / "setup.cfg").write_text("[advisor]\nselect = host-bound\nhost-bound.min_idle_share = 50%\n")
+    line = one_line(cli("analyze", SCAN, cwd=tmp_path))
+    assert "'50%'" in line and "Interpolation" not in line

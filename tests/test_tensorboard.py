@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -126,3 +127,12 @@ def test_a_tensorboard_url_opens_a_runs_report(tensorboard, browser):
     doc = frame("/data/plugin/advisor/index.html")
     assert browser.wait(f"{doc} && {doc}.querySelectorAll('.finding').length", 120)
     assert browser.js(f"{doc}.querySelector('select[name=run]').value") == run
+    # the graph viewer takes the op a finding names: it opens with that op and module selected
+    link = f"{doc}.querySelector('#rule-missing-remat a[data-tool=graph_viewer]')"
+    params = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(browser.js(f"{link}.href")).query))
+    browser.js(f"{link}.click()")
+    graph = frame("/data/plugin/profile/graph_viewer")
+    search = browser.wait(f"{graph} && {graph}.location.search", 90)
+    shown = dict(urllib.parse.parse_qsl(search[1:]))
+    assert shown["opName"] == params["opName"] and shown["moduleName"] == params["moduleName"]
+    assert shown["run"] == run

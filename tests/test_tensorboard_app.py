@@ -168,13 +168,17 @@ def test_without_tensorboard_the_tools_are_named_not_linked(logdir, cache_dir):
 def test_links_name_the_op_to_search_and_escape_it():
     finding = {"rule": "missing-remat", "evidence": {"largest_activations": [
         {"instruction": 'fusion.1"><script>', "shape": "f32[4]"}], "module": "jit_step(3)"}}
-    links = finding_links(finding, "train/run 1", ["hostA", "hostB"], "jit_train_step(9)")
+    links = finding_links(finding, "train/run 1", ["hostA", "hostB"], "jit_train_step(9)", "gpu")
     tools = [link.tool for link in links]
-    assert tools == ["trace_viewer", "memory_viewer", "op_profile", "hlo_stats"]
+    assert tools == ["trace_viewer", "memory_viewer", "graph_viewer", "op_profile", "hlo_stats"]
     memory = dict(urllib.parse.parse_qsl(links[1].url[1:].split("#")[0]))
     assert memory == {"run": "train/run 1", "tag": "memory_viewer", "host": "hostA", "moduleName": "jit_step(3)"}
-    assert links[2].search == 'fusion.1"><script>' and "<" not in links[2].url
+    graph = dict(urllib.parse.parse_qsl(links[2].url[1:].split("#")[0]))
+    assert graph["opName"] == 'fusion.1"><script>' and links[2].search is None     # selected, not searched
+    assert links[3].search == 'fusion.1"><script>' and "<" not in links[3].url
     assert links[0].url.endswith("#profile")
+    on_cpu = [link.tool for link in finding_links(finding, "r", ["h"], None, "cpu")]
+    assert on_cpu == ["trace_viewer", "memory_viewer", "graph_viewer"]     # xprof's device tools are empty on CPU
 
 
 def test_the_plugin_registers_and_is_active_only_with_runs(logdir, tmp_path):
@@ -272,3 +276,14 @@ def test_the_cache_is_bounded(tmp_path, monkeypatch):
     cache.trim(2_500)
     assert cache.path_for("old").is_file() and cache.path_for("new").is_file()
     assert not cache.path_for("mid").is_file()
+
+
+def test_the_efficiency_verdict_heads_the_run_where_the_summary_has_one():
+    from advisor.report.html import run_section
+
+    doc = analyze_json(FIXTURES / "transformer_scan")["runs"][0]
+    assert 'class="verdict"' not in run_section(doc, [])
+    doc["summary"]["efficiency"] = {"verdict": "memory-bound <b>x</b>", "bound": "memory"}
+    page = run_section(doc, [])
+    assert '<p class="verdict"><b>verdict</b> memory-bound &lt;b&gt;x&lt;/b&gt;</p>' in page
+    assert page.index('class="verdict"') < page.index("<h2>Findings</h2>")

@@ -81,13 +81,13 @@ def resolve(schema, presets: dict[str, dict[str, Any]], preset: str,
     config = defaults(schema)
     flat = flatten(schema)
     for key, value in presets[preset].items():
-        section, name = key.split(".")
+        section, name = key.split(".", 1)
         config[section][name] = value
     items = overrides.items() if isinstance(overrides, dict) else [_split(o) for o in overrides]
     for key, value in items:
         if key not in flat:
             raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(flat)}")
-        section, name = key.split(".")
+        section, name = key.split(".", 1)
         if isinstance(value, str):
             try:
                 value = flat[key].parse(value)

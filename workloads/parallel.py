@@ -17,24 +17,73 @@ SCHEMA = {
     "fsdp_min_size": cfg.Field(2 ** 14, cfg.parse_int, "smallest leaf (elements) FSDP shards; smaller ones "
                                                        "stay replicated"),
 }
+# The Transformer's pipeline (workloads/pipeline.py): keys under parallel, spelled parallel.pipeline.*
+PIPELINE_SCHEMA = {
+    "pipeline.stages": cfg.Field(1, cfg.parse_int, "pipeline stages on a 'pipe' mesh axis (each holds num_layers / "
+                                                   "stages blocks); 1: no pipeline"),
+    "pipeline.microbatches": cfg.Field(1, cfg.parse_int, "microbatches the pipeline runs per step (M): the bubble "
+                                                         "is (S - 1) / (L*M + S - 1)"),
+    "pipeline.loops": cfg.Field(1, cfg.parse_int, "layers per stage visited round-robin (a looping pipeline, L); "
+                                                  "more than 1 needs microbatches == stages"),
+}
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
 
 def devices_needed(config: dict) -> int:
-    return max(1, config.get("parallel", {}).get("data", 1))
+    p = config.get("parallel", {})
+    return max(1, p.get("data", 1)) * max(1, p.get("pipeline.stages", 1))
 
 
 def validate(config: dict) -> None:
-    n = devices_needed(config)
+    n = max(1, config.get("parallel", {}).get("data", 1))
     batch, minibatches = config["data"]["batch_size"], config["optimizer"]["num_minibatches"]
     if n > 1 and (batch // max(minibatches, 1)) % n:
         raise cfg.ConfigError(f"parallel.data={n} must divide the minibatch (data.batch_size {batch} / "
                               f"optimizer.num_minibatches {minibatches})")
+    validate_pipeline(config)
+
+
+def validate_pipeline(config: dict) -> None:
+    p = config.get("parallel", {})
+    stages, micro, loops = p.get("pipeline.stages", 1), p.get("pipeline.microbatches", 1), p.get("pipeline.loops", 1)
+    if stages < 1 or micro < 1 or loops < 1:
+        raise cfg.ConfigError("parallel.pipeline.stages, .microbatches and .loops must be at least 1")
+    if stages == 1:
+        return
+    m, o = config.get("model", {}), config["optimizer"]
+    local = config["data"]["batch_size"] // max(1, p.get("data", 1))
+    if m.get("num_layers", 0) % (stages * loops):
+        raise cfg.ConfigError(f"model.num_layers ({m.get('num_layers')}) must be a multiple of "
+                              f"parallel.pipeline.stages x loops ({stages} x {loops})")
+    if local % micro:
+        raise cfg.ConfigError(f"parallel.pipeline.microbatches={micro} must divide the batch on each data device "
+                              f"({local})")
+    if loops > 1 and micro != stages:
+        raise cfg.ConfigError(f"a looping pipeline (parallel.pipeline.loops={loops}) needs microbatches == stages")
+    if o["num_minibatches"] != 1 or not m.get("scan_layers", True) or p.get("fsdp"):
+        raise cfg.ConfigError("the pipeline needs optimizer.num_minibatches=1, model.scan_layers=true and "
+                              "parallel.fsdp=false")
+
+
+def pipeline_config(config: dict, microbatches: int) -> dict:
+    """The change to `microbatches` pipeline microbatches, where they divide the batch on each data device."""
+    p = config.get("parallel", {})
+    if p.get("pipeline.stages", 1) <= 1 or p.get("pipeline.microbatches", 1) == microbatches:
+        return {}
+    change = {"parallel.pipeline.microbatches": microbatches}
+    trial = {**config, "parallel": {**p, "pipeline.microbatches": microbatches}}
+    try:
+        validate_pipeline(trial)
+    except cfg.ConfigError:
+        return {}
+    return change
 
 
 def fsdp_config(config: dict) -> dict:
     """The change that shards the state: `parallel.fsdp=true` where the batch is split and it is not yet."""
     p = config.get("parallel", {})
+    if p.get("pipeline.stages", 1) > 1:
+        return {}       # the pipeline keeps its state replicated over data (no FSDP there yet)
     return {"parallel.fsdp": True} if p.get("data", 1) > 1 and not p.get("fsdp") else {}
 
 

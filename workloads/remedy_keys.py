@@ -27,4 +27,7 @@ def shared_remedy_config(remedy, config: dict) -> dict:
         return {"data.batch_size": half} if half >= n and half % n == 0 else {}
     if kind == "fsdp":
         return parallel.fsdp_config(config)
+    if kind == "more_microbatches":
+        return parallel.pipeline_config(config, remedy.value or 2 * config.get("parallel", {}).get(
+            "pipeline.microbatches", 1))
     return {}

@@ -90,3 +90,7 @@ class Built:
     eval_loss: Callable           # (params) -> float: the loss without dropout, to check numerics
     # (state, metrics) -> the same, placed on the devices the step expects (sharded when parallel.data > 1)
     place: Callable = lambda state, metrics: (state, metrics)
+    # (state_shape, metrics_shape, batch) -> (mesh, state, metrics, batch) shardings, for a step that
+    # builds its own mesh (the pipeline); None: parallel.shardings decides
+    shardings: Any = None
+    mesh_axes: Any = None       # [(name, size), ...] of that mesh, recorded with the run

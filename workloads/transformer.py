@@ -169,5 +169,11 @@ def build(config: dict) -> Built:
         return int(sum(np.prod(x.shape) for x in jax.tree_util.tree_leaves(shapes)))
 
     step = make_train_step(next_token_pred_loss, o["num_minibatches"], o["accumulate"] == "scan")
-    return Built(train_step=step, init_state=init_state, batch=batch, loss_fn=next_token_pred_loss,
-                 donate=t["donate"], num_params=num_params, eval_loss=eval_loss)
+    built = Built(train_step=step, init_state=init_state, batch=batch, loss_fn=next_token_pred_loss,
+                  donate=t["donate"], num_params=num_params, eval_loss=eval_loss)
+    stages = config["parallel"].get("pipeline.stages", 1)
+    if stages > 1:
+        from . import pipeline
+        built.train_step, built.shardings = pipeline.make(config, ModelConfig(config), TransformerBlock, optimizer)
+        built.mesh_axes = [("data", config["parallel"]["data"]), ("pipe", stages)]
+    return built

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sysconfig
@@ -9,6 +10,7 @@ from typing import Optional
 
 from ..model import HloModule, Instruction, Loop, SourceLine, collective_kind
 from .element_types import ELEMENT_TYPES, TUPLE
+from .hlo_cost import module_cost
 from .hlo_proto import HloProto
 
 # Frames in these packages are the libraries', not the user's: attribution skips them.
@@ -17,25 +19,33 @@ _STDLIB = sysconfig.get_paths()["stdlib"]
 _REMAT_RE = re.compile(r"(^|/)(checkpoint|remat|rematted_computation)(\b|/|\()")
 
 
+@functools.lru_cache(maxsize=4096)
 def is_library_frame(path: str) -> bool:
     return any(part in path for part in _LIBRARY_PARTS) or path.startswith(_STDLIB) or path.startswith("<")
 
 
 def shape_info(shape) -> tuple[str, tuple[int, ...], int]:
     """(dtype name, dims, bytes) of a ShapeProto; tuples sum their elements."""
-    if shape.element_type == TUPLE:
+    element_type = shape.element_type
+    if element_type == TUPLE:
         return "tuple", (), sum(shape_info(s)[2] for s in shape.tuple_shapes)
-    name, bits = ELEMENT_TYPES.get(shape.element_type, ("other", 0))
-    dims = tuple(int(d) for d in shape.dimensions)
+    name, bits = ELEMENT_TYPES.get(element_type, ("other", 0))
+    dims = tuple(shape.dimensions)
     return name, dims, (bits * math.prod(dims) + 7) // 8    # sub-byte types packed
 
 
 class _Frames:
     def __init__(self, index):
         self.index = index
+        self._seen: dict[int, Optional[SourceLine]] = {}
 
     def user_frame(self, frame_id: int) -> Optional[SourceLine]:
-        """Innermost frame of the stack that is in user code."""
+        """Innermost frame of the stack that is in user code (many instructions share a stack)."""
+        if frame_id not in self._seen:
+            self._seen[frame_id] = self._user_frame(frame_id)
+        return self._seen[frame_id]
+
+    def _user_frame(self, frame_id: int) -> Optional[SourceLine]:
         seen = 0
         while 0 < frame_id <= len(self.index.stack_frames) and seen < 200:
             frame = self.index.stack_frames[frame_id - 1]
@@ -56,12 +66,14 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     comps = {c.id: c for c in mod.computations}
     frames = _Frames(mod.stack_frame_index)
 
-    loop_comps = _loop_computations(comps)
-    loops, enclosing = _loops(comps)
-    accumulation = _accumulation_trip_count(comps)
+    calls = {cid: {k for i in c.instructions for k in i.called_computation_ids} for cid, c in comps.items()}
+    loop_comps = _loop_computations(comps, calls)
+    loops, enclosing = _loops(comps, calls)
+    accumulation = _accumulation_trip_count(comps, calls)
     multisteps = _multisteps_every(comps, mod.stack_frame_index)
     fused = {cid: frozenset(i.opcode for i in c.instructions) for cid, c in comps.items()}
 
+    costs, runs = module_cost(mod)      # once per program, never per event
     instructions: dict[str, Instruction] = {}
     has_remat = False
     inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()}
@@ -83,7 +95,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
             if ins.opcode == "fusion":
                 mm_dtype = next((inner_matmul[c] for c in ins.called_computation_ids if inner_matmul.get(c)), "")
             else:
-                mm_dtype = _operand_dtype(comp, ins)
+                mm_dtype = _operand_dtype(by_id, ins)
             collective = bool(collective_kind(ins.opcode))
             instructions[ins.name] = Instruction(
                 name=ins.name, opcode=ins.opcode, computation=comp.name, dtype=dtype, dims=dims,
@@ -98,6 +110,10 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                 operand_dims=_operand_dims(ins, by_id) if collective or "dynamic-slice" in fused_ops
                 or ins.opcode == "dynamic-slice" else (),
                 loop=enclosing.get(comp.id, ""))
+            cost = costs.get(ins.name)
+            if cost is not None:
+                instructions[ins.name].cost = cost
+                instructions[ins.name].runs = runs.get(ins.name)
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
     params, output_bytes, updated, sharded, param_dims, param_dtypes = {}, 0, frozenset(), {}, {}, {}
@@ -185,14 +201,14 @@ def _operand_dims(ins, by_id) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def _loops(comps) -> tuple[dict[str, Loop], dict[int, str]]:
+def _loops(comps, calls) -> tuple[dict[str, Loop], dict[int, str]]:
     """The module's while loops, and for each computation the innermost loop whose body (or
     condition) runs it, through calls and fusions."""
     whiles = [(c.id, i) for c in comps.values() for i in c.instructions if i.opcode == "while"]
     enclosing: dict[int, str] = {}
     inner: dict[str, set[int]] = {}
     for _, ins in whiles:
-        inner[ins.name] = _reachable(comps, ins.called_computation_ids)
+        inner[ins.name] = _reachable(calls, ins.called_computation_ids)
     # innermost first: a loop reaching fewer computations is nested deeper
     for _, ins in sorted(whiles, key=lambda w: len(inner[w[1].name])):
         for cid in inner[ins.name]:
@@ -205,9 +221,8 @@ def _loops(comps) -> tuple[dict[str, Loop], dict[int, str]]:
     return loops, enclosing
 
 
-def _loop_computations(comps) -> set[int]:
+def _loop_computations(comps, calls) -> set[int]:
     """Ids of computations that run inside a while loop, directly or through calls and fusions."""
-    calls = {cid: {k for i in c.instructions for k in i.called_computation_ids} for cid, c in comps.items()}
     todo = [k for c in comps.values() for i in c.instructions if i.opcode == "while" for k in i.called_computation_ids]
     inside: set[int] = set()
     while todo:
@@ -222,20 +237,18 @@ def _loop_computations(comps) -> set[int]:
 _PASS_THROUGH = ("get-tuple-element", "bitcast", "copy", "reshape")
 
 
-def _operand_dtype(comp, ins) -> str:
+def _operand_dtype(by_id: dict, ins) -> str:
     """Dtype of the first operand: the precision a dot, convolution or GEMM call computes in."""
     if not ins.operand_ids:
         return ""
-    for other in comp.instructions:
-        if other.id == ins.operand_ids[0]:
-            return shape_info(other.shape)[0]
-    return ""
+    other = by_id.get(ins.operand_ids[0])
+    return shape_info(other.shape)[0] if other is not None else ""
 
 
 def _matmul_dtype_in(comp) -> str:
     for ins in comp.instructions:
         if ins.opcode in ("dot", "convolution"):
-            return _operand_dtype(comp, ins)
+            return _operand_dtype({i.id: i for i in comp.instructions}, ins)
     return ""
 
 
@@ -261,8 +274,7 @@ def _updated_parameters(entry) -> frozenset[int]:
     return frozenset(updated)
 
 
-def _reachable(comps, roots) -> set[int]:
-    calls = {cid: {k for i in c.instructions for k in i.called_computation_ids} for cid, c in comps.items()}
+def _reachable(calls, roots) -> set[int]:
     todo, seen = list(roots), set()
     while todo:
         cid = todo.pop()
@@ -277,7 +289,7 @@ def _trip_count(ins) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def _accumulation_trip_count(comps) -> Optional[int]:
+def _accumulation_trip_count(comps, calls) -> Optional[int]:
     """Trip count of a while loop, outside differentiation, whose body runs a backward pass.
 
     JAX names backward ops `transpose(jvp(...))`; a loop that is not itself inside a
@@ -287,7 +299,7 @@ def _accumulation_trip_count(comps) -> Optional[int]:
         for ins in comp.instructions:
             if ins.opcode != "while" or "jvp(" in ins.metadata.op_name or "transpose(" in ins.metadata.op_name:
                 continue
-            inside = _reachable(comps, ins.called_computation_ids)
+            inside = _reachable(calls, ins.called_computation_ids)
             if any("transpose(" in i.metadata.op_name for cid in inside for i in comps[cid].instructions):
                 return _trip_count(ins) or 0
     return None

@@ -60,6 +60,38 @@ message_type {
   field { name: "s64s" number: 5 label: LABEL_REPEATED type: TYPE_INT64 }
 }
 message_type {
+  name: "DotDimensionNumbers"
+  field { name: "lhs_contracting_dimensions" number: 1 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "rhs_contracting_dimensions" number: 2 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "lhs_batch_dimensions" number: 3 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "rhs_batch_dimensions" number: 4 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
+  name: "WindowDimension"
+  field { name: "size" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "stride" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "padding_low" number: 3 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "padding_high" number: 4 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "window_dilation" number: 5 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "base_dilation" number: 6 label: LABEL_OPTIONAL type: TYPE_INT64 }
+}
+message_type {
+  name: "Window"
+  field { name: "dimensions" number: 1 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.WindowDimension" }
+}
+message_type {
+  name: "ConvolutionDimensionNumbers"
+  field { name: "kernel_input_feature_dimension" number: 3 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "kernel_output_feature_dimension" number: 4 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "kernel_spatial_dimensions" number: 6 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "input_batch_dimension" number: 7 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "input_feature_dimension" number: 8 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "output_batch_dimension" number: 9 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "output_feature_dimension" number: 10 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "input_spatial_dimensions" number: 11 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "output_spatial_dimensions" number: 12 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
   name: "HloInstructionProto"
   field { name: "name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "opcode" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
@@ -68,6 +100,12 @@ message_type {
   field { name: "literal" number: 8 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.LiteralProto" }
   field { name: "parameter_number" number: 9 label: LABEL_OPTIONAL type: TYPE_INT64 }
   field { name: "fusion_kind" number: 11 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "dimensions" number: 14 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "window" number: 15 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.Window" }
+  field { name: "convolution_dimension_numbers" number: 16 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.ConvolutionDimensionNumbers" }
+  field { name: "dot_dimension_numbers" number: 30 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.DotDimensionNumbers" }
+  field { name: "feature_group_count" number: 50 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "batch_group_count" number: 58 label: LABEL_OPTIONAL type: TYPE_INT64 }
   field { name: "custom_call_target" number: 28 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "backend_config" number: 43 label: LABEL_OPTIONAL type: TYPE_BYTES }
   field { name: "id" number: 35 label: LABEL_OPTIONAL type: TYPE_INT64 }

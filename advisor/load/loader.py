@@ -14,6 +14,7 @@ from ..model import Buffer, HloModule, Host, MemoryAtPeak, Profile, merge_interv
 from ..categories import categorize
 from .hlo import lacks_heap_simulation, parse_module, split_key
 from .devices import device_activity, estimate_peer_waits
+from ..safe_json import load_side_json
 from .memprof import read_memory_profile
 from .timeline import StepWindowError, Timeline, read_timeline
 from .xplane_stream import StreamSpace, XSpaceError
@@ -45,6 +46,8 @@ def load_profile_data(path):
 def load_timeline(path, steps: Optional[slice] = None) -> Timeline:
     """The timeline of the file (of the steps numbered in the `steps` slice, if given); a part found
     corrupt while streaming is the same clear error."""
+    if os.path.getsize(path) == 0:     # an empty XSpace parses: it would read as a run where nothing ran
+        raise AdvisorError(f"{path}: the file is empty (0 bytes), not a trace: record the trace again")
     profile_data = load_profile_data(path)
     try:
         return read_timeline(profile_data, steps)
@@ -115,9 +118,8 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     device_name = timeline.device_name or meta.get("device_kind", "") or backend
     _categorize_devices(timeline, modules)
     if not timeline.ops:
-        size = run.xplane.stat().st_size
-        what = ("the file is empty (0 bytes)" if size == 0 else "no XLA op started in the steps asked"
-                if timeline.step_window is not None else "no XLA op ran while it was recorded")
+        what = ("no XLA op started in the steps asked" if timeline.step_window is not None
+                else "no XLA op ran while it was recorded")
         warnings.append(f"the trace holds no executed ops ({what}): no rule could run; record the trace "
                         "around steps that run on the device")
     memory_profile = []
@@ -297,7 +299,7 @@ def _capacity(device_stats: dict) -> Optional[int]:
 
 _METADATA_TYPES = {"num_params": int, "workload": str, "preset": str, "backend": str, "device_kind": str,
                    "compile_s": (int, float), "step_wall_ms_median": (int, float), "step_wall_ms": list,
-                   "config": dict, "required_bytes": int, "capacity_bytes": int}
+                   "config": dict, "required_bytes": int, "capacity_bytes": int, "mesh": list}
 
 
 def _run_metadata(run: RunFiles, warnings: list[str]) -> dict:
@@ -305,7 +307,7 @@ def _run_metadata(run: RunFiles, warnings: list[str]) -> dict:
     if run.run_metadata is None:
         return {}
     try:
-        meta = json.loads(run.run_metadata.read_text())
+        meta = load_side_json(run.run_metadata)
     except (OSError, ValueError) as err:
         warnings.append(f"{run.run_metadata}: not readable JSON ({_first_line(err)}); ignored")
         return {}

@@ -7,7 +7,6 @@ We declare the messages we read with pprof's field numbers; values are
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from pathlib import Path
 
@@ -67,11 +66,49 @@ message_type {
 
 PprofProfile = message_class(_SCHEMA, "advisor_pprof.Profile")
 
+# A memory profile expands about 3-10 times; a gzip bomb (a few MB that expand to GBs) is stopped at
+# MAX_RATIO times the file's size, at least FLOOR_BYTES, at most MAX_BYTES.
+MAX_RATIO = 100
+FLOOR_BYTES = 16 << 20
+MAX_BYTES = 256 << 20
+_STEP = 1 << 20
+
+
+def gunzip_bounded(data: bytes, limit: int) -> bytes:
+    """gzip.decompress (every member), raising ValueError past `limit` bytes out, without ever holding
+    more than that: the output is produced a step at a time."""
+    out = bytearray()
+    too_big = f"expands to more than {limit >> 20} MiB (a gzip bomb?); not read"
+    while data:
+        d = zlib.decompressobj(wbits=31)
+        pending = data
+        while pending and not d.eof:
+            chunk = d.decompress(pending, _STEP)
+            out += chunk
+            if len(out) > limit:
+                raise ValueError(too_big)
+            if not chunk and d.unconsumed_tail == pending:
+                break     # no progress: let flush and the eof test below say what is wrong
+            pending = d.unconsumed_tail
+        if not d.eof:
+            out += d.flush()     # the input is consumed: what is left is at most zlib's window
+            if len(out) > limit:
+                raise ValueError(too_big)
+        if not d.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        data = d.unused_data.lstrip(b"\x00")   # gzip pads members with zeros at times
+    return bytes(out)
+
+
+def _limit(compressed: int) -> int:
+    return min(MAX_BYTES, max(FLOOR_BYTES, MAX_RATIO * compressed))
+
 
 def read_memory_profile(path: Path) -> list[MemoryProfileEntry]:
     """Bytes and allocation counts by (kind, device), each with its largest allocation sites."""
     try:
-        raw = gzip.decompress(path.read_bytes())
+        data = path.read_bytes()
+        raw = gunzip_bounded(data, _limit(len(data)))
         prof = PprofProfile()
         prof.ParseFromString(raw)
     except (OSError, EOFError, zlib.error, ValueError, DecodeError) as err:

@@ -6,9 +6,10 @@ folder: a copy of the trace cut down to its metadata plane (see xspace_slice), w
 the HLO tools read. The copy keeps the file's name: xprof wants its stem to be the host name.
 
 The converters are C++ and abort the process on some malformed inputs (`Check failed:
-Malformed shape proto`), so one child per trace runs both of them (`python -m
-advisor.load.xprof_tools`); a crash there becomes one line in `XprofResult.error` and the
-parent keeps whatever the child wrote before it. The child starts before the timeline is read
+Malformed shape proto`), so one child per trace runs both of them (`python -c _CHILD`, which
+imports xprof and nothing of advisor: importing the advisor package would cost the child more
+than the converters take on a small trace); a crash there becomes one line in
+`XprofResult.error` and the parent keeps whatever the child wrote before it. The child starts before the timeline is read
 and writes the HLO meanwhile; it is told the step program for the memory viewer once known.
 """
 
@@ -72,11 +73,10 @@ class PendingXprof:
                 # Not cleanly sliceable: let xprof read the whole file through a link.
                 if not path.exists():
                     os.symlink(xplane.resolve(), path)
-            package_root = str(Path(__file__).resolve().parents[2])
-            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-                       PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
             with open(self.folder / _STDERR, "wb") as err:    # a file: the child never blocks on a full pipe
-                self.proc = subprocess.Popen([sys.executable, "-m", __name__, str(path)], env=env,
+                # cwd: the private folder, first on the child's sys.path (`-c` puts the cwd there)
+                self.proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(path)], env=env, cwd=self.folder,
                                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
         except OSError as err:
             self.error = f"xprof's converters could not start: {err}"
@@ -130,18 +130,18 @@ def _reason(stderr: bytes) -> str:
     return lines[-1][:200] if lines else "no message"
 
 
-def _child(path: str) -> None:
-    from xprof.convert import raw_to_tool_data
+_CHILD = f"""
+import sys
+from pathlib import Path
+from xprof.convert import raw_to_tool_data
 
-    # The `tool_names` pass is what writes the per-module .hlo_proto.pb files.
-    raw_to_tool_data.xspace_to_tool_names([path])
-    module_key = sys.stdin.readline().strip()      # given once the parent has read the timeline
-    if module_key and (Path(path).parent / f"{module_key}{HLO_SUFFIX}").is_file():
-        data, _ = raw_to_tool_data.xspace_to_tool_data([path], "memory_viewer", {"module_name": module_key})
-        if data:
-            text = data.decode() if isinstance(data, bytes) else data
-            (Path(path).parent / _MEMORY_VIEWER).write_text(text)
-
-
-if __name__ == "__main__":
-    _child(sys.argv[1])
+path = sys.argv[1]
+# The `tool_names` pass is what writes the per-module .hlo_proto.pb files.
+raw_to_tool_data.xspace_to_tool_names([path])
+module_key = sys.stdin.readline().strip()      # given once the parent has read the timeline
+if module_key and (Path(path).parent / (module_key + {HLO_SUFFIX!r})).is_file():
+    data, _ = raw_to_tool_data.xspace_to_tool_data([path], "memory_viewer", {{"module_name": module_key}})
+    if data:
+        text = data.decode() if isinstance(data, bytes) else data
+        (Path(path).parent / {_MEMORY_VIEWER!r}).write_text(text)
+"""

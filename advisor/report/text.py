@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import mib, size
+from . import efficiency_text
 from . import parallelism_text
 from .escape import terminal
 
@@ -132,6 +133,9 @@ def _verified(doc: dict, console: Console) -> None:
 def _summary(doc: dict, console: Console) -> None:
     s = doc["summary"]
     _line(console, doc["path"] or "(not run)", "bold")
+    verdict = efficiency_text.verdict_line(doc)
+    if verdict is not None:
+        console.print(verdict)
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="dim")
     table.add_column()
@@ -187,6 +191,7 @@ def _summary(doc: dict, console: Console) -> None:
     parallelism_text.render(doc, console)
     for note in doc.get("notes", []):
         _line(console, f"note: {note}", "dim")
+    efficiency_text.render(doc, console)
 
 
 def _device_table(doc: dict, console: Console) -> None:

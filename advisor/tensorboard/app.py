@@ -85,10 +85,14 @@ class AdvisorApp:
     @Request.application
     def status(self, request: Request) -> Response:
         runs, run = self._find(request.args.get("run"))
-        _, other = self._find(request.args.get("compare"))
+        other_name = request.args.get("compare")
+        other = next((r for r in runs if r.name == other_name), None) if other_name else None
         if run is None:
             return _respond(json.dumps({"state": "failed", "error": "no such run"}), "application/json", 404)
-        st, _ = self._state(run, other)
+        try:
+            st, _ = self._state(run, other)
+        except OSError as err:      # its files went between the listing and now
+            st = {"state": "failed", "error": f"the run's files changed while reading them: {err.strerror}"}
         return _respond(json.dumps(st), "application/json")
 
     @Request.application
@@ -154,7 +158,11 @@ class AdvisorApp:
         return text + (", partly read" if brief.get("partial") else "")
 
     def _content(self, run: Run, other: Optional[Run]) -> str:
-        st, key = self._state(run, other)
+        try:
+            st, key = self._state(run, other)
+        except OSError as err:      # its files went between the listing and now
+            return (f"<p>The files of <code>{_e(run.name)}</code> changed while reading them "
+                    f"({_e(err.strerror)}): reload.</p>")
         if st["state"] != "done":
             what = f"{run.name} and {other.name}" if other else run.name
             if st["state"] == "failed":
@@ -170,11 +178,11 @@ class AdvisorApp:
             return doc.get("html", "")
         run_doc = doc["run"]
         hosts = list(run.hosts)
-        module = run_doc["summary"].get("step_module")
-        return run_section(run_doc, doc["figures"], lambda f: self._links(f, run.name, hosts, module))
+        module, backend = run_doc["summary"].get("step_module"), run_doc.get("backend", "")
+        return run_section(run_doc, doc["figures"], lambda f: self._links(f, run.name, hosts, module, backend))
 
-    def _links(self, finding: dict, run: str, hosts: list[str], module: Optional[str]) -> str:
-        links = finding_links(finding, run, hosts, module)
+    def _links(self, finding: dict, run: str, hosts: list[str], module: Optional[str], backend: str) -> str:
+        links = finding_links(finding, run, hosts, module, backend)
         search = next((link.search for link in links if link.search), None)
         find = f" (search for <code>{_e(search)}</code>)" if search else ""
         if not self.profile_links:

@@ -1,8 +1,11 @@
 """Links from a finding into the Profile plugin's tools for the same run.
 
 The Profile plugin (xprof) reads its selection from the TensorBoard page's query string: `run`,
-`tag` (the tool: trace_viewer, memory_viewer, op_profile, hlo_stats), `host` (`hosts` for the
-trace viewer), `moduleName` and `opName`. Tools that cannot select an op get the op's name shown beside the link, to search for.
+`tag` (the tool: trace_viewer, memory_viewer, op_profile, hlo_stats), `host` (`hosts` for
+the trace viewer), `moduleName` and `opName`. Of the tools, only the graph viewer selects that op (it
+shows its neighbourhood in the HLO graph); for the others the op's name is shown beside the links,
+to search for. Op profile and HLO stats are left out on the CPU backend, where xprof leaves them
+empty (../shared/XPROF_NOTES.md).
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ from typing import Any, Iterator, Optional
 
 OP_KEYS = ("instruction", "op", "op_name", "hlo_op")    # evidence keys whose values name HLO ops
 MODULE_KEYS = ("module", "step_module")
-TOOL_TITLES = {"trace_viewer": "trace viewer", "memory_viewer": "memory viewer", "op_profile": "op profile",
-               "hlo_stats": "HLO stats"}
+TOOL_TITLES = {"trace_viewer": "trace viewer", "memory_viewer": "memory viewer", "graph_viewer": "graph viewer",
+               "op_profile": "op profile", "hlo_stats": "HLO stats"}
 MEMORY_RULES = ("missing-remat", "float32-activations", "float32-attention-logits", "replicated-state",
                 "remat-too-broad", "unneeded-grad-accumulation", "missing-buffer-donation")
 
@@ -61,7 +64,8 @@ def profile_url(run: str, tool: str, host: Optional[str] = None, module: Optiona
     return "?" + urllib.parse.urlencode(params, errors="surrogateescape") + "#profile"
 
 
-def finding_links(finding: dict, run: str, hosts: list[str], step_module: Optional[str]) -> list[Link]:
+def finding_links(finding: dict, run: str, hosts: list[str], step_module: Optional[str],
+                  backend: str = "") -> list[Link]:
     """The Profile plugin's tools that show what a finding is about."""
     evidence = finding.get("evidence") or {}
     op = _first(_walk(evidence, OP_KEYS))
@@ -71,7 +75,9 @@ def finding_links(finding: dict, run: str, hosts: list[str], step_module: Option
     links = [Link("trace_viewer", profile_url(run, "trace_viewer", host), op)]
     if finding.get("rule") in MEMORY_RULES or op:
         links.append(Link("memory_viewer", profile_url(run, "memory_viewer", host, module), op))
-    if op:
+    if op and module:
+        links.append(Link("graph_viewer", profile_url(run, "graph_viewer", host, module, op), None))
+    if op and backend != "cpu":
         links.append(Link("op_profile", profile_url(run, "op_profile", host, op=op), op))
         links.append(Link("hlo_stats", profile_url(run, "hlo_stats", host, op=op), op))
     return links

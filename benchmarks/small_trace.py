@@ -1,0 +1,87 @@
+"""`advisor analyze` of the traces people look at most (a few MB, a few steps) against the floor.
+
+Both sides are whole fresh processes, timed from start to exit, since on a small trace the start
+is most of the cost:
+
+- floor: `python -c` that imports `jax.profiler`, parses the file with `ProfileData.from_file`
+  and reads every event's name and duration once (what any reader of the trace with jax's own
+  parser pays, jax's import included);
+- advisor: `python -m advisor analyze FILE --format json` (the whole analysis: timeline, HLO and
+  memory viewer through xprof's converters in their child process, rules, rendering).
+
+The two run in turns, --repeat times per file, so a neighbour's load falls on both; prints the
+medians of the wall time and of the CPU time of each process tree (the steadier figure on a
+shared machine), and advisor / floor for both.
+
+    nice -n 5 python benchmarks/small_trace.py [--repeat 7] [FILE_OR_RUN ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = [ROOT / "fixtures" / "transformer_scan", ROOT / "fixtures" / "parallel" / "pmap_data_parallel",
+           ROOT / "fixtures" / "gpu-traces" / "tf_bert_v100_multiworker"]
+
+FLOOR = r"""
+import sys
+from jax.profiler import ProfileData
+pd = ProfileData.from_file(sys.argv[1])
+n, total = 0, 0.0
+for plane in pd.planes:
+    for line in plane.lines:
+        for ev in line.events:
+            name = ev.name
+            total += ev.duration_ns
+            n += 1
+"""
+
+
+def xplane_of(path: Path) -> Path:
+    return path if path.is_file() else sorted(path.rglob("*.xplane.pb"))[0]
+
+
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and its children): on a shared machine the CPU
+    time is the steadier figure, the wall time what a user waits."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="*", type=Path, default=DEFAULT)
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start; medians of {args.repeat}")
+    print(f"{'trace':<46}{'MB':>5}{'floor s':>9}{'advisor s':>11}{'ratio':>7}{'floor CPU s':>13}"
+          f"{'advisor CPU s':>15}{'ratio':>7}")
+    for path in args.paths:
+        xplane = xplane_of(path)
+        floor, advisor = [], []
+        for _ in range(args.repeat):
+            floor.append(timed([sys.executable, "-c", FLOOR, str(xplane)]))
+            advisor.append(timed([sys.executable, "-m", "advisor", "analyze", str(xplane), "--format", "json"]))
+        f, a = (statistics.median(w for w, _ in runs) for runs in (floor, advisor))
+        fc, ac = (statistics.median(c for _, c in runs) for runs in (floor, advisor))
+        name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+        print(f"{name[-46:]:<46}{xplane.stat().st_size / 1e6:>5.1f}{f:>9.2f}{a:>11.2f}{a / f:>6.2f}x"
+              f"{fc:>13.2f}{ac:>15.2f}{ac / fc:>6.2f}x", flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()

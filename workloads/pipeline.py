@@ -1,0 +1,130 @@
+"""Pipeline parallelism for the bundled Transformer (the tutorial's Parts 3.1 and 3.2): the scanned
+blocks' parameters, stacked [num_layers, ...], are split over a `pipe` mesh axis (each stage holds
+num_layers / S consecutive blocks), the batch is cut into microbatches, and a `fori_loop` of
+L*M + S - 1 iterations runs them with a `ppermute` ring between stages, under `shard_map` over a
+(data, pipe) mesh. Embedding, final norm and head are replicated; their gradients are summed over
+`pipe`, every gradient is averaged over `data`. The blocks run without dropout here, so a change of
+microbatches computes the same function (what `--verify` checks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+
+def settings(config: dict) -> tuple[int, int, int]:
+    p = config.get("parallel", {})
+    return p.get("pipeline.stages", 1), p.get("pipeline.microbatches", 1), p.get("pipeline.loops", 1)
+
+
+def mesh_for(config: dict) -> Mesh:
+    stages, _, _ = settings(config)
+    data = config["parallel"]["data"]
+    if jax.device_count() < data * stages:
+        from advisor.errors import AdvisorError
+        raise AdvisorError(f"parallel.data={data} x parallel.pipeline.stages={stages} needs {data * stages} devices; "
+                           f"JAX has {jax.device_count()}. On CPU, start with "
+                           f"XLA_FLAGS=--xla_force_host_platform_device_count={data * stages} (advisor run-workload "
+                           "sets it itself when JAX has not started yet)")
+    return Mesh(np.array(jax.devices()[:data * stages]).reshape(data, stages), ("data", "pipe"))
+
+
+def _in_blocks(path) -> bool:
+    return any(getattr(k, "key", None) == "block" for k in path)
+
+
+def state_specs(state):
+    """P('pipe') for the blocks' stacked leaves (parameters and optimizer moments), else replicated."""
+    return jax.tree_util.tree_map_with_path(lambda path, x: P("pipe") if _in_blocks(path) and getattr(x, "ndim", 0)
+                                            else P(), state)
+
+
+def make(config: dict, model_config, block_cls, optimizer) -> tuple[Any, Any]:
+    """(train_step, shardings): the step under shard_map, and the function giving the runner its
+    (mesh, state, metrics, batch) shardings."""
+    from jax import shard_map
+
+    stages, micro, loops = settings(config)
+    mesh = mesh_for(config)
+    c = model_config
+    ring = [(i, (i + 1) % stages) for i in range(stages)]
+
+    def stage(blocks, x, loop):
+        per_loop = jax.tree_util.tree_leaves(blocks)[0].shape[0] // loops
+        mine = jax.tree_util.tree_map(lambda a: jax.lax.dynamic_slice_in_dim(a, loop * per_loop, per_loop), blocks) \
+            if loops > 1 else blocks
+        mask = nn.make_causal_mask(jnp.ones(x.shape[:2]), dtype=jnp.bool_) if c.causal_mask else None
+        block = block_cls(config=c, mask=mask, train=False)
+
+        def one(h, p):
+            return block.apply({"params": p}, h), None
+        x, _ = jax.lax.scan(one, x, mine)
+        return x
+
+    def pipeline(blocks, x):
+        index = jax.lax.axis_index("pipe")
+        xs = x.reshape(micro, -1, *x.shape[1:])
+
+        def body(i, carry):
+            state, out = carry
+            k = i - index                                   # this stage's work item: loop k // M, microbatch k % M
+            loop = jnp.clip(k // micro, 0, loops - 1)
+            state = jnp.where((index == 0) & (k < micro), xs[i % micro], state)
+            state = stage(blocks, state, loop)
+            done = k % micro
+            last = (index == stages - 1) & (k >= (loops - 1) * micro) & (k < loops * micro)
+            out = out.at[done].set(jnp.where(last, state, out[done]))
+            return jax.lax.ppermute(state, "pipe", ring), out
+
+        init = (jnp.zeros_like(xs[0]), jnp.zeros_like(xs))
+        _, out = jax.lax.fori_loop(0, loops * micro + stages - 1, body, init)
+        return out.reshape(x.shape)
+
+    def loss_fn(params, batch):
+        tokens = batch.inputs
+        x = nn.Embed(c.vocab_size, c.hidden_size, dtype=c.dtype).apply({"params": params["embed"]}, tokens)
+        x = x + params["pos_emb"].astype(c.dtype)[None, : tokens.shape[1]]
+        x = pipeline(params["block"], x)
+        x = nn.LayerNorm(dtype=c.dtype).apply({"params": params["post_norm"]}, x)
+        logits = nn.Dense(c.vocab_size, dtype=c.dtype).apply({"params": params["output_layer"]}, x).astype(jnp.float32)
+        loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch.labels)
+        correct = jnp.equal(jnp.argmax(logits, axis=-1), batch.labels)
+        last = jax.lax.axis_index("pipe") == stages - 1
+        count = np.prod(batch.labels.shape)
+        metrics = {"loss": (jnp.where(last, loss.sum(), 0.0), jnp.where(last, count, 0)),
+                   "accuracy": (jnp.where(last, correct.sum(), 0), jnp.where(last, count, 0))}
+        return jnp.where(last, loss.mean(), 0.0), metrics
+
+    def local_step(state, metrics, batch):
+        (_, step_metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch)
+        # replicated parameters (embedding, norm, head) get their gradient on one stage: sum over pipe
+        grads = jax.tree_util.tree_map_with_path(
+            lambda path, g: g if _in_blocks(path) else jax.lax.psum(g, "pipe"), grads)
+        grads = jax.lax.pmean(grads, "data")
+        step_metrics = jax.lax.psum(jax.lax.psum(step_metrics, "pipe"), "data")
+        new_state = state.apply_gradients(grads=grads)
+        metrics = jax.tree_util.tree_map(jnp.add, metrics, step_metrics)
+        return new_state, metrics
+
+    def train_step(state, metrics, batch):
+        specs = state_specs(state)
+        mspecs = jax.tree_util.tree_map(lambda _: P(), metrics)
+        bspecs = jax.tree_util.tree_map(lambda _: P("data"), batch)
+        return shard_map(local_step, mesh=mesh, in_specs=(specs, mspecs, bspecs), out_specs=(specs, mspecs),
+                         check_vma=False)(state, metrics, batch)
+
+    def shardings(state_shape, metrics_shape, batch):
+        named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
+        state = jax.tree_util.tree_map(named, state_specs(state_shape), is_leaf=lambda x: isinstance(x, P))
+        metrics = jax.tree_util.tree_map(lambda _: named(P()), metrics_shape)
+        data = jax.tree_util.tree_map(lambda _: named(P("data")), batch)
+        return mesh, state, metrics, data
+
+    return train_step, shardings
