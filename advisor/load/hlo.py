@@ -162,6 +162,8 @@ def _group_size(ins) -> Optional[int]:
         groups = groups or list(listed.replica_groups)
         if not groups and listed.HasField("iota_replica_group_list"):
             return int(listed.iota_replica_group_list.num_devices_per_group) or None
+    if not groups and ins.HasField("iota_device_list"):
+        return int(ins.iota_device_list.num_devices_per_group) or None
     return len(groups[0].replica_ids) if groups and groups[0].replica_ids else None
 
 
@@ -174,6 +176,8 @@ def _replica_groups(ins) -> tuple[tuple[int, ...], ...]:
         groups = list(listed.replica_groups)
         if not groups and listed.HasField("iota_replica_group_list"):
             return _iota_groups(listed.iota_replica_group_list)
+    if not groups and ins.HasField("iota_device_list"):     # newer XLA: the iota form in a field of its own
+        return _iota_groups(ins.iota_device_list)
     return tuple(tuple(int(r) for r in g.replica_ids) for g in groups)
 
 

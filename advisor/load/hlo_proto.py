@@ -109,6 +109,7 @@ message_type {
   field { name: "replica_groups" number: 49 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ReplicaGroup" }
   field { name: "source_target_pairs" number: 52 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.SourceTarget" }
   field { name: "collective_device_list" number: 87 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.CollectiveDeviceListProto" }
+  field { name: "iota_device_list" number: 92 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.IotaReplicaGroupListProto" }
 }
 message_type {
   name: "HloComputationProto"
