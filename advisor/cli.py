@@ -150,11 +150,15 @@ def main():
 @click.option("--steps", "steps_text", metavar="A:B",
               help="Analyze only the steps numbered A to B-1 (A: or :B for open ends, N for one step): "
                    "every figure is over those steps, and the report says which.")
+@click.option("--mesh", "mesh_text", metavar="NAME=SIZE,...",
+              help="The device mesh's axes, major first as in Mesh(devices.reshape(sizes), names), e.g. "
+                   "data=2,pipe=2,tensor=2: names the axes of the parallelism section (else they are inferred "
+                   "from the HLO's device groups and named by what runs over them).")
 @rule_options
 @peak_options
 @user_errors
-def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ignore, option, device_memory,
-            peak_flops, peak_bandwidth):
+def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text, select, ignore, option,
+            device_memory, peak_flops, peak_bandwidth):
     """Diagnose existing traces: a logdir, a run folder or one .xplane.pb, as a path or a URL
     (gs://bucket/logdir, s3://..., file://..., any fsspec URL).
 
@@ -173,7 +177,8 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
 
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
     run_options = {"jobs": jobs or default_jobs(), "engine": engine, "ray_address": ray_address,
-                   "steps": parse_steps_flag(steps_text), "peaks": resolve_peaks(peak_flops, peak_bandwidth)}
+                   "steps": parse_steps_flag(steps_text), "peaks": resolve_peaks(peak_flops, peak_bandwidth),
+                   "mesh": _mesh_flag(mesh_text)}
     progress = _progress(sys.stderr.isatty())
     if fmt == "html":
         from .api import analyze as analyze_api
@@ -188,6 +193,16 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
         for f in failed:
             _err.print(terminal(f"advisor: not analyzed: {f['reason']}"))
         sys.exit(EXIT_SOME_RUNS_FAILED)
+
+
+def _mesh_flag(text):
+    if not text:
+        return None
+    from .views.parallelism import parse_mesh
+    try:
+        return parse_mesh(text)
+    except ValueError as err:
+        raise AdvisorError(f"--mesh: {err}") from None
 
 
 def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progress, run_options) -> list[dict]:

@@ -67,7 +67,7 @@ def read_project_settings(folder: Path) -> Settings:
             return Settings(_split_ids(section.get("select"), f"{where} select"),
                             _split_ids(section.get("ignore"), f"{where} ignore"), _group(raw, where), where)
     if setup_cfg.is_file():
-        parser = configparser.ConfigParser()
+        parser = configparser.ConfigParser(interpolation=None)    # a `%` in a value is a `%`
         try:
             parser.read(setup_cfg, encoding="utf-8")
         except configparser.Error as err:
