@@ -72,7 +72,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     accumulation = _accumulation_trip_count(comps, calls)
     fused = {cid: frozenset(i.opcode for i in c.instructions) for cid, c in comps.items()}
 
-    costs, runs = module_cost(mod)      # once per program, never per event
+    costs, runs, mnk, layout = module_cost(mod)      # once per program, never per event
     instructions: dict[str, Instruction] = {}
     has_remat = False
     inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()}
@@ -113,6 +113,8 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
             if cost is not None:
                 instructions[ins.name].cost = cost
                 instructions[ins.name].runs = runs.get(ins.name)
+                instructions[ins.name].matmul_dims = mnk.get(ins.name, ())
+                instructions[ins.name].changes_layout = ins.name in layout
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
     params, output_bytes, updated, sharded, param_dims, param_dtypes = {}, 0, frozenset(), {}, {}, {}

@@ -13,10 +13,15 @@ name: "advisor_hlo_subset.proto"
 package: "advisor_xla"
 syntax: "proto3"
 message_type {
+  name: "LayoutProto"
+  field { name: "minor_to_major" number: 1 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
   name: "ShapeProto"
   field { name: "element_type" number: 2 label: LABEL_OPTIONAL type: TYPE_INT32 }
   field { name: "dimensions" number: 3 label: LABEL_REPEATED type: TYPE_INT64 }
   field { name: "tuple_shapes" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ShapeProto" }
+  field { name: "layout" number: 5 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.LayoutProto" }
 }
 message_type {
   name: "OpMetadata"
