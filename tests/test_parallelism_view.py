@@ -338,3 +338,17 @@ def test_html_draws_the_schedule_and_collectives_by_axis(tmp_path):
     assert 'aria-label="pipeline schedule"' in html and 'aria-label="collectives by axis"' in html
     assert "27.3%" in html and "pipeline-transfer" in html
     assert "<b>pipe</b>" not in html and "&lt;b&gt;pipe&lt;/b&gt;" in html
+
+
+def test_spmd_partitioned_programs(loaded_profile):
+    """Sharded jit (XLA's SPMD partitioner): an all-reduce with no replica groups runs over every
+    device, and the gradients it reduces may be transposed; FSDP's gathers are named as such."""
+    (dp,) = loaded_profile("corpus/sharded_jit_warm")
+    v = parallelism.of(dp.profile)
+    assert mesh(v) == [("data", 8)] and [r.role for r in v.collectives] == ["gradient-sync"]
+    assert v.state.replicated_over == ["data"] and v.state.split_over == []
+    (fsdp,) = loaded_profile("parallel/fsdp")
+    v = parallelism.of(fsdp.profile)
+    assert mesh(v) == [("data", 8)] and rows(v, "fsdp-gather", "data")
+    assert not rows(v, "tensor-parallel")       # the partitioner's resharding over data is not tensor parallelism
+    assert v.state.split_over == ["data"] and v.state.fsdp_saving_bytes == 0

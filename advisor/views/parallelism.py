@@ -150,8 +150,12 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     devices = len(profile.device_activity)
     if module is None or devices < 2:
         return None
-    collectives = [i for i in module.collectives() if _groups(i)]
-    n = max([devices] + [d + 1 for i in collectives for g in _groups(i) for d in g])
+    listed = [i for i in module.collectives() if _groups(i)]
+    n = max([devices] + [d + 1 for i in listed for g in _groups(i) for d in g])
+    # no replica groups (and no pairs): the collective runs over every device of the program
+    everyone = (tuple(range(n)),)
+    collectives = [i if _groups(i) else dataclasses.replace(i, replica_groups=everyone)
+                   for i in module.collectives() if _groups(i) or not i.source_target_pairs]
     given, source = _named_mesh(profile, mesh)
     if given and math.prod(size for _, size in given) != n:
         profile.notes.append(f"the mesh {', '.join(f'{a}={s}' for a, s in given)} ({source}) does not cover the "
@@ -166,6 +170,9 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     if not given:
         axes = _name_axes(axes, roles, spans)
         source = "inferred"
+    else:
+        roles = _roles_from_names(roles, spans)
+    roles = _data_collectives_are_resharding(roles, spans)
     names = {a.stride: a.name for a in axes}
     label = {k: "+".join(names[a.stride] for a in v) for k, v in spans.items()}
     weights |= _gathered_dims(module, roles)
@@ -268,8 +275,13 @@ def _infer_axes(collectives: list[Instruction], n: int) -> list[Axis]:
     found = {p for i in collectives for g in _groups(i) if (p := _progression(g))}
     kept: set[tuple[int, int]] = set()
     for size, stride in sorted(found):
-        if not _composite(size, stride, kept):
-            kept.add((size, stride))
+        # a group over a known axis and more: the known axis, and the rest as an axis of its own
+        while size > 1 and (size, stride) not in kept:
+            inner = next(((k, t) for k, t in sorted(kept) if t == stride and size % k == 0 and k < size), None)
+            if inner is None:
+                kept.add((size, stride))
+                break
+            size, stride = size // inner[0], stride * inner[0]
     # a tiling of the device order: strides chain (each axis starts where the smaller ones end)
     axes, expected = [], 1
     for size, stride in sorted(kept, key=lambda a: a[1]):
@@ -371,16 +383,47 @@ def _role(ins: Instruction, module: HloModule, weights, schedule: set[str]) -> s
         if any(_inside(module, ins.loop, loop) for loop in schedule):
             return "pipeline-transfer"
         return "tensor-parallel" if len(_squeeze(operands[0])) >= 2 else "other"
-    if kind == "all-gather" and any(_squeeze(d) in weights for d in operands):
+    if kind == "all-gather" and any(_is_weight(d, weights) for d in operands):
         return "fsdp-gather"
-    if kind == "reduce-scatter" and _squeeze(ins.dims) in weights:
+    if kind == "reduce-scatter" and _is_weight(ins.dims, weights):
         return "fsdp-scatter"
-    if kind == "all-reduce" and any(_squeeze(d) in weights for d in operands):
+    if kind == "all-reduce" and any(_is_weight(d, weights) for d in operands):
         return "gradient-sync"
     if kind in ("all-gather", "reduce-scatter", "all-reduce", "all-to-all") and any(len(_squeeze(d)) >= 2
                                                                                    for d in operands):
         return "tensor-parallel"
     return "other"
+
+
+def _is_weight(dims, weights) -> bool:
+    """A collective's operand shaped like a weight, in any layout (SPMD partitioning may transpose it)."""
+    d = _squeeze(tuple(dims))
+    return len(d) >= 2 and (d in weights or any(len(w) == len(d) and sorted(w) == sorted(d) for w in weights))
+
+
+_DATA_NAMES, _MODEL_NAMES = ("data", "dp", "batch", "replica", "fsdp"), ("tensor", "model", "tp", "mp")
+
+
+def _roles_from_names(roles: dict[str, str], spans: dict[str, list]) -> dict[str, str]:
+    """With the mesh's names known: an all-reduce over the model (tensor) axis alone reduces
+    activations, whatever its shape resembles; weight-shaped all-reduces over the data axes only are
+    gradients."""
+    out = {}
+    for name, role in roles.items():
+        axes = {a.name.lower() for a in spans[name]}
+        if role == "gradient-sync" and axes and axes <= set(_MODEL_NAMES):
+            role = "tensor-parallel"
+        out[name] = role
+    return out
+
+
+def _data_collectives_are_resharding(roles: dict[str, str], spans: dict[str, list]) -> dict[str, str]:
+    """Activation collectives over an axis the gradients are reduced (or FSDP-gathered) over are the
+    SPMD partitioner's resharding there, not tensor parallelism: `other`."""
+    data = {spans[name][0].stride for name, role in roles.items()
+            if role in ("gradient-sync", "fsdp-gather", "fsdp-scatter") and len(spans[name]) == 1}
+    return {name: "other" if role == "tensor-parallel" and any(a.stride in data for a in spans[name]) else role
+            for name, role in roles.items()}
 
 
 def _inside(module: HloModule, loop: str, target: str) -> bool:
@@ -561,13 +604,14 @@ def _state(module: HloModule, axes: list[Axis], roles, spans) -> Optional[State]
         if role == "gradient-sync":
             ins = module.instructions[name]
             for a in spans[name]:
-                reduced_over.setdefault(a.stride, set()).update(_squeeze(d) for d in ins.operand_dims if d)
+                reduced_over.setdefault(a.stride, set()).update(tuple(sorted(_squeeze(d))) for d in ins.operand_dims
+                                                                if d)
     replicated, copied = [], 0
     data_axis = ""
     for a in axes:
         shapes = reduced_over.get(a.stride, set())
         bytes_ = sum(module.parameter_bytes.get(n, 0) for n in updated
-                     if _squeeze(module.parameter_dims.get(n, ())) in shapes)
+                     if tuple(sorted(_squeeze(module.parameter_dims.get(n, ())))) in shapes)
         if bytes_ >= 0.5 * total and bytes_ > 0:
             replicated.append(a)
             if bytes_ > copied:
