@@ -87,6 +87,8 @@ class Instruction:
     # custom call other than a GEMM); None for instructions that do not run as ops (fused ones).
     cost: Optional["Cost"] = None
     runs: Optional[float] = None        # executions per execution of its program (loop trip counts); None unknown
+    matmul_dims: tuple[int, ...] = ()   # dots, GEMM calls, fusions around a dot: (batch, M, N, K)
+    changes_layout: bool = False        # a transpose, a copy into another layout, or a fusion of only those
 
     @property
     def shape(self) -> str:

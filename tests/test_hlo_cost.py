@@ -31,7 +31,7 @@ def _module(fn, *args):
 
 
 def totals(module):
-    costs, runs = module_cost(module)
+    costs, runs, _, _ = module_cost(module)
     flops = sum((c.flops or 0.0) * (runs[n] or 1.0) for n, c in costs.items())
     trans = sum(c.transcendentals * (runs[n] or 1.0) for n, c in costs.items())
     nbytes = sum(c.bytes * (runs[n] or 1.0) for n, c in costs.items())
@@ -97,7 +97,7 @@ def test_unknown_trip_count_is_none():
         return jax.lax.while_loop(lambda c: c[1].sum() < 100.0, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))[1]
 
     ours, _ = _module(loop, jnp.ones(8))
-    _, runs = module_cost(ours)
+    _, runs, _, _ = module_cost(ours)
     assert None in runs.values() and 1.0 in runs.values()
 
 

@@ -73,7 +73,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     multisteps = _multisteps_every(comps, mod.stack_frame_index)
     fused = {cid: frozenset(i.opcode for i in c.instructions) for cid, c in comps.items()}
 
-    costs, runs = module_cost(mod)      # once per program, never per event
+    costs, runs, mnk, layout = module_cost(mod)      # once per program, never per event
     instructions: dict[str, Instruction] = {}
     has_remat = False
     inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()}
@@ -114,6 +114,8 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
             if cost is not None:
                 instructions[ins.name].cost = cost
                 instructions[ins.name].runs = runs.get(ins.name)
+                instructions[ins.name].matmul_dims = mnk.get(ins.name, ())
+                instructions[ins.name].changes_layout = ins.name in layout
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
     params, output_bytes, updated, sharded, param_dims, param_dtypes = {}, 0, frozenset(), {}, {}, {}
@@ -164,6 +166,8 @@ def _group_size(ins) -> Optional[int]:
         groups = groups or list(listed.replica_groups)
         if not groups and listed.HasField("iota_replica_group_list"):
             return int(listed.iota_replica_group_list.num_devices_per_group) or None
+    if not groups and ins.HasField("iota_device_list"):
+        return int(ins.iota_device_list.num_devices_per_group) or None
     return len(groups[0].replica_ids) if groups and groups[0].replica_ids else None
 
 
@@ -176,6 +180,8 @@ def _replica_groups(ins) -> tuple[tuple[int, ...], ...]:
         groups = list(listed.replica_groups)
         if not groups and listed.HasField("iota_replica_group_list"):
             return _iota_groups(listed.iota_replica_group_list)
+    if not groups and ins.HasField("iota_device_list"):     # newer XLA: the iota form in a field of its own
+        return _iota_groups(ins.iota_device_list)
     return tuple(tuple(int(r) for r in g.replica_ids) for g in groups)
 
 

@@ -47,6 +47,7 @@ FREE = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcas
                   "async-start", "async-update", "async-done", "get-dimension-size", "set-dimension-size"})
 # Computations that run as instructions of their own (their instructions are ops on the timeline).
 _RUNS_BODY = frozenset({"while", "call", "conditional", "async-start"})
+_PASSIVE = frozenset({"parameter", "bitcast", "reshape", "get-tuple-element", "tuple", "constant", "broadcast"})
 GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__hipblaslt$matmul")
 # Custom calls that move or annotate data and compute nothing.
 _NO_FLOP_TARGETS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "MoveToHost", "MoveToDevice",
@@ -91,6 +92,72 @@ class ModuleCost:
             for ins in self.comps[cid].instructions:
                 out[ins.name] = times
         return out
+
+    def layout_ops(self) -> set[str]:
+        """Instructions that only move data into another layout: transposes, copies whose result layout
+        differs from their operand's, and fusions of nothing else (bitcasts, reshapes aside)."""
+        return {ins.name for cid in self.runs for ins in self.comps[cid].instructions if self._is_layout(ins)}
+
+    def _is_layout(self, ins) -> bool:
+        if ins.opcode == "transpose":
+            return _elements(ins.shape) > 1
+        if ins.opcode == "copy":
+            src = self.by_id.get(ins.operand_ids[0]) if ins.operand_ids else None
+            return src is not None and _elements(ins.shape) > 1 and len(ins.shape.dimensions) > 1 and \
+                list(src.shape.layout.minor_to_major) != list(ins.shape.layout.minor_to_major)
+        if ins.opcode != "fusion":
+            return False
+        inner = [i for cid in ins.called_computation_ids for i in (self.comps[cid].instructions if cid in self.comps
+                                                                   else ())]
+        moving = [i for i in inner if i.opcode not in _PASSIVE]
+        return bool(moving) and all(i.opcode in ("transpose", "copy") for i in moving) and \
+            any(self._is_layout(i) for i in moving)
+
+    def matmul_dims(self) -> dict[str, tuple[int, int, int, int]]:
+        out = {}
+        for cid in self.runs:
+            for ins in self.comps[cid].instructions:
+                dims = self._mnk(ins)
+                if dims:
+                    out[ins.name] = dims
+        return out
+
+    def _mnk(self, ins) -> tuple[int, int, int, int]:
+        if ins.opcode == "fusion":
+            for cid in ins.called_computation_ids:
+                for inner in self.comps[cid].instructions if cid in self.comps else ():
+                    if inner.opcode == "dot":
+                        return self._mnk(inner)
+            return ()
+        if ins.opcode == "dot":
+            lhs_c = [int(d) for d in ins.dot_dimension_numbers.lhs_contracting_dimensions]
+            rhs_c = [int(d) for d in ins.dot_dimension_numbers.rhs_contracting_dimensions]
+            lhs_b = [int(d) for d in ins.dot_dimension_numbers.lhs_batch_dimensions]
+            rhs_b = [int(d) for d in ins.dot_dimension_numbers.rhs_batch_dimensions]
+        elif ins.opcode == "custom-call" and is_gemm_target(ins.custom_call_target):
+            lhs_c = gemm_contracting_dims(ins.backend_config)
+            if lhs_c is None:
+                return ()
+            rhs_c = _json_dims(ins.backend_config, "rhs_contracting_dimensions")
+            lhs_b = _json_dims(ins.backend_config, "lhs_batch_dimensions") or []
+            rhs_b = _json_dims(ins.backend_config, "rhs_batch_dimensions") or []
+            if rhs_c is None:
+                return ()
+        else:
+            return ()
+        ops = [self.by_id.get(o) for o in ins.operand_ids[:2]]
+        if len(ops) < 2 or None in ops:
+            return ()
+        lhs = [int(d) for d in ops[0].shape.dimensions]
+        rhs = [int(d) for d in ops[1].shape.dimensions]
+        try:
+            batch = math.prod(lhs[d] for d in lhs_b)
+            k = math.prod(lhs[d] for d in lhs_c)
+            m = math.prod(v for i, v in enumerate(lhs) if i not in lhs_c and i not in lhs_b)
+            n = math.prod(v for i, v in enumerate(rhs) if i not in rhs_c and i not in rhs_b)
+        except IndexError:
+            return ()
+        return (batch, m, n, k)
 
     def operand_bytes(self, ins) -> int:
         return sum(_array(self.by_id[o].shape)[1] for o in ins.operand_ids if o in self.by_id)
@@ -264,6 +331,15 @@ def gemm_contracting_dims(backend_config: bytes) -> Optional[list[int]]:
         return [int(d) for d in re.findall(rb"\d+", m.group(1))] if m else None
 
 
+def _json_dims(backend_config: bytes, key: str) -> Optional[list[int]]:
+    try:
+        cfg = json.loads(backend_config)
+        dims = ((cfg.get("gemm_backend_config") or cfg).get("dot_dimension_numbers") or {}).get(key)
+        return [int(d) for d in dims] if dims is not None else None
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
 def _valid_taps(in_size: int, k_size: int, out_size: int, wdim) -> int:
     """(output position, kernel position) pairs whose input position is inside the input, not in
     its padding (XLA's count for one spatial dimension)."""
@@ -311,8 +387,10 @@ def _runs(comps, entry_id) -> dict[int, Optional[float]]:
     return out
 
 
-def module_cost(module) -> tuple[dict[str, Cost], dict[str, Optional[float]]]:
-    """(cost of each instruction per execution, runs of each instruction per program execution) of
-    an `HloModuleProto`; fused computations' instructions are counted in their fusion."""
+def module_cost(module) -> tuple[dict[str, Cost], dict[str, Optional[float]], dict[str, tuple[int, int, int, int]],
+                                 set[str]]:
+    """(cost of each instruction per execution, runs of each instruction per program execution,
+    (batch, M, N, K) of each matmul: dots, GEMM calls, fusions around a dot, the instructions that only
+    change a layout) of an `HloModuleProto`; fused computations' instructions are counted in their fusion."""
     mc = ModuleCost(module)
-    return mc.costs, mc.runs_per_execution()
+    return mc.costs, mc.runs_per_execution(), mc.matmul_dims(), mc.layout_ops()

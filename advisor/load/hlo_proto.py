@@ -13,10 +13,15 @@ name: "advisor_hlo_subset.proto"
 package: "advisor_xla"
 syntax: "proto3"
 message_type {
+  name: "LayoutProto"
+  field { name: "minor_to_major" number: 1 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
   name: "ShapeProto"
   field { name: "element_type" number: 2 label: LABEL_OPTIONAL type: TYPE_INT32 }
   field { name: "dimensions" number: 3 label: LABEL_REPEATED type: TYPE_INT64 }
   field { name: "tuple_shapes" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ShapeProto" }
+  field { name: "layout" number: 5 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.LayoutProto" }
 }
 message_type {
   name: "OpMetadata"
@@ -115,6 +120,7 @@ message_type {
   field { name: "replica_groups" number: 49 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ReplicaGroup" }
   field { name: "source_target_pairs" number: 52 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.SourceTarget" }
   field { name: "collective_device_list" number: 87 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.CollectiveDeviceListProto" }
+  field { name: "iota_device_list" number: 92 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.IotaReplicaGroupListProto" }
 }
 message_type {
   name: "HloComputationProto"
