@@ -56,7 +56,7 @@ def recorded(tmp_path_factory):
     return {
         "unrolled": _record(tmp_path_factory.mktemp("unrolled"), grad, ([ws[i] for i in range(L)], x), **PEAKS),
         "scanned": _record(tmp_path_factory.mktemp("scanned"), jax.grad(_scanned), (ws, x), **PEAKS),
-        "chain": _record(tmp_path_factory.mktemp("chain"), _chain, (jnp.ones((2048, 2048)),), **PEAKS),
+        "chain": _record(tmp_path_factory.mktemp("chain"), _chain, (jnp.ones((4096, 4096)),), **PEAKS),
     }
 
 
