@@ -167,10 +167,12 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     schedule = _with_transposes(module, schedule, pipeline_loop)
     roles = {i.name: _role(i, module, weights, schedule) for i in collectives}
     spans = {i.name: _spanned(i, axes) for i in collectives}
-    roles = _data_collectives_are_resharding(roles, spans)
     if not given:
         axes = _name_axes(axes, roles, spans)
         source = "inferred"
+    else:
+        roles = _roles_from_names(roles, spans)
+    roles = _data_collectives_are_resharding(roles, spans)
     names = {a.stride: a.name for a in axes}
     label = {k: "+".join(names[a.stride] for a in v) for k, v in spans.items()}
     weights |= _gathered_dims(module, roles)
@@ -273,8 +275,13 @@ def _infer_axes(collectives: list[Instruction], n: int) -> list[Axis]:
     found = {p for i in collectives for g in _groups(i) if (p := _progression(g))}
     kept: set[tuple[int, int]] = set()
     for size, stride in sorted(found):
-        if not _composite(size, stride, kept):
-            kept.add((size, stride))
+        # a group over a known axis and more: the known axis, and the rest as an axis of its own
+        while size > 1 and (size, stride) not in kept:
+            inner = next(((k, t) for k, t in sorted(kept) if t == stride and size % k == 0 and k < size), None)
+            if inner is None:
+                kept.add((size, stride))
+                break
+            size, stride = size // inner[0], stride * inner[0]
     # a tiling of the device order: strides chain (each axis starts where the smaller ones end)
     axes, expected = [], 1
     for size, stride in sorted(kept, key=lambda a: a[1]):
@@ -346,12 +353,15 @@ def _gathered_dims(module: HloModule, roles: dict[str, str]) -> set[tuple[int, .
 def weight_like(dims: tuple[int, ...], weights, gradient: bool = False) -> bool:
     """Shaped like a weight: a parameter (or a slice of a stacked one, a gathered copy); for a
     gradient (`gradient`: made by the backward pass) also a stack of them with one leading
-    dimension more (per-example gradients). A forward buffer [batch, *weight] is an activation
+    dimension more (per-example gradients), whole or flattened per example. A forward buffer [batch, *weight] is an activation
     (e.g. [B, T, D] beside a [T, D] position embedding)."""
     d = _squeeze(tuple(dims))
     if len(d) < 2:
         return False
-    return d in weights or (gradient and len(d) >= 3 and _squeeze(d[1:]) in weights)
+    if d in weights or (gradient and len(d) >= 3 and _squeeze(d[1:]) in weights):
+        return True
+    # per-example gradients flattened per example ([batch, prod(weight)], as a per-example norm reshapes them)
+    return gradient and len(d) == 2 and any(len(w) >= 2 and math.prod(w) == d[1] for w in weights)
 
 
 _RECOMPUTED = ("rematted_computation", "checkpoint")
@@ -394,11 +404,27 @@ def _is_weight(dims, weights) -> bool:
     return len(d) >= 2 and (d in weights or any(len(w) == len(d) and sorted(w) == sorted(d) for w in weights))
 
 
+_DATA_NAMES, _MODEL_NAMES = ("data", "dp", "batch", "replica", "fsdp"), ("tensor", "model", "tp", "mp")
+
+
+def _roles_from_names(roles: dict[str, str], spans: dict[str, list]) -> dict[str, str]:
+    """With the mesh's names known: an all-reduce over the model (tensor) axis alone reduces
+    activations, whatever its shape resembles; weight-shaped all-reduces over the data axes only are
+    gradients."""
+    out = {}
+    for name, role in roles.items():
+        axes = {a.name.lower() for a in spans[name]}
+        if role == "gradient-sync" and axes and axes <= set(_MODEL_NAMES):
+            role = "tensor-parallel"
+        out[name] = role
+    return out
+
+
 def _data_collectives_are_resharding(roles: dict[str, str], spans: dict[str, list]) -> dict[str, str]:
     """Activation collectives over an axis the gradients are reduced (or FSDP-gathered) over are the
     SPMD partitioner's resharding there, not tensor parallelism: `other`."""
-    data = {a.stride for name, role in roles.items() if role in ("gradient-sync", "fsdp-gather", "fsdp-scatter")
-            for a in spans[name]}
+    data = {spans[name][0].stride for name, role in roles.items()
+            if role in ("gradient-sync", "fsdp-gather", "fsdp-scatter") and len(spans[name]) == 1}
     return {name: "other" if role == "tensor-parallel" and any(a.stride in data for a in spans[name]) else role
             for name, role in roles.items()}
 
