@@ -599,15 +599,15 @@ def list_rules(fmt):
     if fmt == "json":
         from .report.json_report import dumps, envelope
         click.echo(dumps(envelope("rules", [], {"rules": [
-            {"id": r.id, "severity": r.severity, "backends": list(r.backends), "summary": r.summary,
-             "options": {k: v for k, v in r.options.items()}} for r in all_rules()]})))
+            {"id": r.id, "severity": r.severity, "escalation": r.escalation, "backends": list(r.backends),
+             "summary": r.summary, "options": {k: v for k, v in r.options.items()}} for r in all_rules()]})))
         return
     table = Table()
     for column in ("rule", "severity", "backends"):
         table.add_column(column, no_wrap=True)
     table.add_column("detects")
     for rule in all_rules():
-        table.add_row(rule.id, rule.severity, ", ".join(rule.backends), rule.summary)
+        table.add_row(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary)
     Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(table)
 
 
@@ -623,7 +623,8 @@ def explain(rule_id, fmt):
     if fmt == "json":
         from .report.json_report import dumps, envelope
         click.echo(dumps(envelope("explain", [rule_id], {"rule": {
-            "id": rule.id, "severity": rule.severity, "backends": list(rule.backends), "summary": rule.summary,
+            "id": rule.id, "severity": rule.severity, "escalation": rule.escalation, "backends": list(rule.backends),
+            "summary": rule.summary,
             "options": dict(rule.options), "doc": rule.doc.strip()}})))
         return
     click.echo(rule.doc.strip())
