@@ -101,7 +101,8 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
             options: Optional[dict[str, dict[str, Any]]] = None, device_memory: Size = None,
             progress: Callable[[str], None] = lambda msg: None, jobs: Optional[int] = None,
             engine: str = "process", ray_address: Optional[str] = None,
-            steps: Union[str, slice, None] = None) -> Report:
+            steps: Union[str, slice, None] = None, peak_flops: Union[float, str, None] = None,
+            peak_bandwidth: Union[float, str, None] = None, peaks=None, mesh=None) -> Report:
     """Diagnose the traces under `path` (a logdir, a run folder or one .xplane.pb; a path or an fsspec
     URL such as gs://bucket/logdir, s3://..., file://...).
 
@@ -113,9 +114,15 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     engine: "process" (worker processes on this machine) or "ray" (one Ray task per host file, on the
     cluster at ray_address, else a local Ray started for the call). The results are the same.
     steps: "A:B" (or a slice) analyzes only the steps numbered A to B-1 (the CLI's --steps).
+    peak_flops, peak_bandwidth: the device's peak matmul FLOP/s and memory bytes/s (numbers, or text such
+    as "989T", "3.35TB/s"), in place of the device table's (needed on CPU: see `advisor calibrate`);
+    peaks: an advisor.peaks.UserPeaks instead (the command line's).
+    mesh: the device mesh's axes, major first: a jax.sharding.Mesh, {"data": 2, "pipe": 2}, or
+    "data=2,pipe=2" (the CLI's --mesh); names the axes of summary.parallelism (else inferred).
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).
     """
     from .engine import all_rules, analyze_all, select_rules
+    from .peaks import user_peaks
     from .settings import parse_steps_flag, validate_options
 
     select = None if select is None else list(select)
@@ -123,17 +130,33 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     opts = validate_options(options or {}, {r.id: r for r in all_rules()})
     analyses, failed = analyze_all(path, rules, opts, progress, _size(device_memory, "device_memory"),
                                    jobs=1 if jobs is None else jobs, engine=engine,
-                                   ray_address=ray_address, steps=parse_steps_flag(steps, "steps"))
+                                   ray_address=ray_address, steps=parse_steps_flag(steps, "steps"),
+                                   peaks=peaks or user_peaks(peak_flops, peak_bandwidth, "peak_flops=",
+                                                             "peak_bandwidth="),
+                                   mesh=_mesh(mesh))
     return Report(analyses, failed, str(path))
+
+
+def _mesh(mesh):
+    if mesh is None:
+        return None
+    from .views.parallelism import parse_mesh
+    try:
+        return parse_mesh(mesh)
+    except ValueError as err:
+        raise AdvisorError(f"mesh: {err}") from None
 
 
 class Trace:
     """`with advisor.trace("logs/") as t:` profiles the block with jax.profiler; `t.step()` marks one
     training step; on exit the trace is closed, the device memory profile saved beside it, and
-    `t.report` holds the analysis. An exception inside the block is re-raised after the trace is closed."""
+    `t.report` holds the analysis. An exception inside the block is re-raised after the trace is closed.
+    `mesh` (a jax.sharding.Mesh, {name: size} or "data=2,pipe=2"): its axis names are recorded beside
+    the trace (advisor_run.json) and name the axes of the report's parallelism section."""
 
-    def __init__(self, logdir: Union[str, Path], **analyze_kwargs):
+    def __init__(self, logdir: Union[str, Path], mesh=None, **analyze_kwargs):
         self.logdir = Path(logdir)
+        self.mesh = _mesh(mesh)
         self.analyze_kwargs = analyze_kwargs
         self.run_dir: Optional[Path] = None
         self.report: Optional[Report] = None
@@ -185,7 +208,11 @@ class Trace:
         try:
             self.run_dir = _claim_run_dir(self._private, self.logdir / "plugins" / "profile")
             try:
+                from .runner import RUN_METADATA
                 jax.profiler.save_device_memory_profile(str(self.run_dir / MEMORY_PROFILE))
+                if self.mesh:
+                    import json
+                    (self.run_dir / RUN_METADATA).write_text(json.dumps({"mesh": [list(a) for a in self.mesh]}))
             finally:
                 untrack(self.run_dir)     # the user's trace: kept whatever happens next
             self.report = analyze(self.run_dir, **self.analyze_kwargs)
@@ -196,9 +223,10 @@ class Trace:
         return False
 
 
-def trace(logdir: Union[str, Path] = "advisor_traces", **analyze_kwargs) -> Trace:
-    """Profile a block of your own training loop; `analyze_kwargs` go to `advisor.analyze`."""
-    return Trace(logdir, **analyze_kwargs)
+def trace(logdir: Union[str, Path] = "advisor_traces", mesh=None, **analyze_kwargs) -> Trace:
+    """Profile a block of your own training loop; `mesh` (a jax.sharding.Mesh) is recorded beside the
+    trace to name the parallelism section's axes; `analyze_kwargs` go to `advisor.analyze`."""
+    return Trace(logdir, mesh, **analyze_kwargs)
 
 
 @dataclasses.dataclass

@@ -20,7 +20,7 @@ from . import __version__
 from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
 from .outputs import atomic_open, refuse_overwrite, write_text
-from .report.escape import terminal, visible
+from .report.escape import github_commands_off, terminal, visible
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -80,6 +80,23 @@ def rule_options(fn):
     return fn
 
 
+def peak_options(fn):
+    """--peak-flops/--peak-bandwidth: the device peaks efficiency is measured against."""
+    fn = click.option("--peak-bandwidth", metavar="RATE",
+                      help="Peak memory bandwidth, e.g. 3.35TB/s or 819GB/s: replaces the device table's figure "
+                           "(needed on CPU and unknown devices; see advisor calibrate).")(fn)
+    fn = click.option("--peak-flops", metavar="RATE",
+                      help="Peak matmul FLOP/s for the step's matmul dtype, e.g. 989T or 989e12: replaces the "
+                           "device table's figure (needed on CPU and unknown devices; see advisor calibrate).")(fn)
+    return fn
+
+
+def resolve_peaks(peak_flops, peak_bandwidth):
+    from .peaks import user_peaks
+
+    return user_peaks(peak_flops, peak_bandwidth)
+
+
 def resolve_rule_settings(select, ignore, option, device_memory):
     """Rules and thresholds from the project config, overridden by the command line."""
     from .engine import all_rules, select_rules
@@ -133,9 +150,15 @@ def main():
 @click.option("--steps", "steps_text", metavar="A:B",
               help="Analyze only the steps numbered A to B-1 (A: or :B for open ends, N for one step): "
                    "every figure is over those steps, and the report says which.")
+@click.option("--mesh", "mesh_text", metavar="NAME=SIZE,...",
+              help="The device mesh's axes, major first as in Mesh(devices.reshape(sizes), names), e.g. "
+                   "data=2,pipe=2,tensor=2: names the axes of the parallelism section (else they are inferred "
+                   "from the HLO's device groups and named by what runs over them).")
 @rule_options
+@peak_options
 @user_errors
-def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ignore, option, device_memory):
+def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text, select, ignore, option,
+            device_memory, peak_flops, peak_bandwidth):
     """Diagnose existing traces: a logdir, a run folder or one .xplane.pb, as a path or a URL
     (gs://bucket/logdir, s3://..., file://..., any fsspec URL).
 
@@ -154,7 +177,8 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
 
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
     run_options = {"jobs": jobs or default_jobs(), "engine": engine, "ray_address": ray_address,
-                   "steps": parse_steps_flag(steps_text)}
+                   "steps": parse_steps_flag(steps_text), "peaks": resolve_peaks(peak_flops, peak_bandwidth),
+                   "mesh": _mesh_flag(mesh_text)}
     progress = _progress(sys.stderr.isatty())
     if fmt == "html":
         from .api import analyze as analyze_api
@@ -169,6 +193,16 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, select, ig
         for f in failed:
             _err.print(terminal(f"advisor: not analyzed: {f['reason']}"))
         sys.exit(EXIT_SOME_RUNS_FAILED)
+
+
+def _mesh_flag(text):
+    if not text:
+        return None
+    from .views.parallelism import parse_mesh
+    try:
+        return parse_mesh(text)
+    except ValueError as err:
+        raise AdvisorError(f"--mesh: {err}") from None
 
 
 def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progress, run_options) -> list[dict]:
@@ -206,8 +240,9 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
         _err.print(terminal(f"advisor: report written to {output}"))
     else:
         from .report.text import render
-        render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160), failed,
-               path)
+        with github_commands_off():
+            render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160), failed,
+                   path)
     return failed
 
 
@@ -303,16 +338,19 @@ def _report_oom(name, preset, items, err, fmt, progress) -> None:
 @click.argument("new", callback=_trace_path)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
+@peak_options
 @user_errors
-def compare_cmd(base, new, fmt, output):
+def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     """Compare two runs (or two folders of runs, matched by name): step time with its measured
-    spread, peak memory, op time by category, findings added and removed."""
+    spread, peak memory, MFU (against the same peak on both sides), op time by category, findings
+    added and removed."""
     from .compare import compare, match_runs, metrics
     from .engine import analyze_path
 
     _check_output(fmt, output)
     refuse_overwrite({"--output": output}, [base, new])
-    pairs = match_runs(analyze_path(base), analyze_path(new), base, new)
+    peaks = resolve_peaks(peak_flops, peak_bandwidth)
+    pairs = match_runs(analyze_path(base, peaks=peaks), analyze_path(new, peaks=peaks), base, new)
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
                            "or two folders that hold runs in same-named subfolders")
@@ -327,7 +365,8 @@ def compare_cmd(base, new, fmt, output):
                                   {"pairs": [{"name": name, **c.to_json()} for name, c in results]}, warnings)))
     else:
         from .report.compare_text import render
-        render(results, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        with github_commands_off():
+            render(results, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
 
 
 @main.command("check")
@@ -347,6 +386,9 @@ def compare_cmd(base, new, fmt, output):
                    "recorded baseline: beyond the measured noise).")
 @click.option("--max-memory-regression", default="5%", show_default=True,
               help="Fail when peak memory grows by more than this.")
+@click.option("--min-mfu", metavar="PCT",
+              help="Fail when the step's MFU (model FLOPs / (step time x devices x peak)) is below this, e.g. 35%; "
+                   "the peak is the device table's, or --peak-flops/--peak-bandwidth, or advisor calibrate's.")
 @click.option("--base-python", metavar="PATH",
               help="Time the base side with this interpreter (another checkout's venv with advisor installed), "
                    "interleaved with this one (needs --workload).")
@@ -363,11 +405,13 @@ def compare_cmd(base, new, fmt, output):
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report of the checked run.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @rule_options
+@peak_options
 @cache_option
 @user_errors
 def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_baseline, fail_on,
-              max_step_time_regression, max_memory_regression, base_python, rounds, round_steps, strict_time,
-              allow_partial, junit, sarif, html_out, fmt, select, ignore, option, device_memory):
+              max_step_time_regression, max_memory_regression, min_mfu, base_python, rounds, round_steps,
+              strict_time, allow_partial, junit, sarif, html_out, fmt, select, ignore, option, device_memory,
+              peak_flops, peak_bandwidth):
     """Pre-merge check: fail when the training step got slower, heavier, or gained a known anti-pattern.
 
     \b
@@ -396,14 +440,17 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
         raise AdvisorError("give either a trace PATH or --workload NAME to check")
     if base_python and not workload:
         raise AdvisorError("--base-python times the base side by running it: give --workload NAME too")
-    if not baseline and not write_baseline and not base_python:
-        raise AdvisorError("give --baseline FILE to compare with, or --write-baseline FILE to create one")
+    if not baseline and not write_baseline and not base_python and min_mfu is None:
+        raise AdvisorError("give --baseline FILE to compare with, or --write-baseline FILE to create one "
+                           "(or --min-mfu to judge efficiency alone)")
     refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out, "--write-baseline": write_baseline},
                      [path])
     # --write-baseline onto --baseline updates it (read first, replaced whole): the other outputs never
     refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out}, [baseline])
     step_budget = parse_percent(max_step_time_regression, "--max-step-time-regression")
     memory_budget = parse_percent(max_memory_regression, "--max-memory-regression")
+    mfu_floor = parse_percent(min_mfu, "--min-mfu") if min_mfu is not None else None
+    peaks = resolve_peaks(peak_flops, peak_bandwidth)
     base, base_workload = read_baseline_doc(baseline) if baseline else (None, None)
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
     workload_info = None
@@ -436,7 +483,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                     workers = start_pair()
                 path = profile_workload(workload, preset, config, logdir or Path(tmp), progress)
                 workload_info = {"name": workload, "preset": preset, "overrides": items}
-            analyses = analyze_path(path, rules, options, device_memory=capacity)
+            analyses = analyze_path(path, rules, options, device_memory=capacity, peaks=peaks)
             if len(analyses) != 1:
                 raise AdvisorError(f"{path}: holds {len(analyses)} runs; check takes one run (give its run folder)")
             (analysis,) = analyses
@@ -454,7 +501,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                 evidence.paired, again = confirm(first, start_pair, step_budget, rounds, round_steps, progress)
                 workers += again
             result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
-                               evidence, strict_time)
+                               evidence, strict_time, mfu_floor)
             time_check = next((c for c in result.checks if c.name == "budget:step-time"), None)
             if workload and not workers and time_check is not None and time_check.level == "error" \
                     and not time_check.passed:
@@ -463,7 +510,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                 evidence.remeasured_ms = remeasure(new_spec)
                 evidence.load = max(os.getloadavg()[0] - 1, 0.0) / (os.cpu_count() or 1)
                 result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
-                                   evidence, strict_time)
+                                   evidence, strict_time, mfu_floor)
     finally:
         for w in workers:
             w.close()
@@ -485,7 +532,8 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
         click.echo(dumps(envelope("check", inputs, {"check": result.to_json()}, warnings)))
     else:
         from .report.check_text import render
-        render(result, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        with github_commands_off():
+            render(result, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
     sys.exit(0 if result.passed else 1)
 
 
@@ -519,6 +567,30 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
         render(rows, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
 
 
+@main.command()
+@click.option("--size", type=click.IntRange(min=64, max=16384), default=2048, show_default=True,
+              help="The matmul benchmark's square size.")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True,
+              help="The matmul benchmark's dtype (XLA:CPU runs bfloat16 slower than float32).")
+@click.option("--stream-mib", type=click.IntRange(min=16, max=4096), default=256, show_default=True,
+              help="The stream benchmark's array size in MiB (well above the caches).")
+@user_errors
+def calibrate(size, dtype, stream_mib):
+    """Measure this host's peak matmul FLOP/s and memory bandwidth on JAX's default device (a matmul and a
+    stream benchmark, best of 5) and store them in the user cache folder ($ADVISOR_CACHE_DIR, else
+    ~/.cache/advisor): `analyze` then measures efficiency on traces of this host (CPU, or a device
+    advisor's table does not know) against them, labelled "measured on <host> by advisor calibrate"."""
+    from . import calibrate as cal
+    from .report.efficiency_text import rate
+
+    entry = cal.measure(size, dtype, stream_mib)
+    path = cal.save(entry)
+    click.echo(f"{entry['host']} ({entry['backend']}, {entry['device_kind']}): matmul {rate(entry['flops_per_s'])} "
+               f"({dtype}, {size}x{size}), stream {rate(entry['bytes_per_s'], 'B/s')} "
+               f"({entry['stream_bytes'] / 2**20:.0f} MiB moved)")
+    click.echo(f"stored in {path}; analyze uses them for traces recorded on {entry['host']} ({entry['backend']})")
+
+
 @main.command("rules")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_rules(fmt):
@@ -530,15 +602,15 @@ def list_rules(fmt):
     if fmt == "json":
         from .report.json_report import dumps, envelope
         click.echo(dumps(envelope("rules", [], {"rules": [
-            {"id": r.id, "severity": r.severity, "backends": list(r.backends), "summary": r.summary,
-             "options": {k: v for k, v in r.options.items()}} for r in all_rules()]})))
+            {"id": r.id, "severity": r.severity, "escalation": r.escalation, "backends": list(r.backends),
+             "summary": r.summary, "options": {k: v for k, v in r.options.items()}} for r in all_rules()]})))
         return
     table = Table()
     for column in ("rule", "severity", "backends"):
         table.add_column(column, no_wrap=True)
     table.add_column("detects")
     for rule in all_rules():
-        table.add_row(rule.id, rule.severity, ", ".join(rule.backends), rule.summary)
+        table.add_row(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary)
     Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(table)
 
 
@@ -554,7 +626,8 @@ def explain(rule_id, fmt):
     if fmt == "json":
         from .report.json_report import dumps, envelope
         click.echo(dumps(envelope("explain", [rule_id], {"rule": {
-            "id": rule.id, "severity": rule.severity, "backends": list(rule.backends), "summary": rule.summary,
+            "id": rule.id, "severity": rule.severity, "escalation": rule.escalation, "backends": list(rule.backends),
+            "summary": rule.summary,
             "options": dict(rule.options), "doc": rule.doc.strip()}})))
         return
     click.echo(rule.doc.strip())
@@ -639,8 +712,9 @@ def _print_docs(docs: list[dict], fmt: str, read_from: str, command: str = "anal
         click.echo(render(docs, read_from, command, failed=failed))
     else:
         from .report.text import render
-        render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160),
-               list(failed), read_from)
+        with github_commands_off():
+            render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160),
+                   list(failed), read_from)
 
 
 def entry() -> None:

@@ -17,6 +17,8 @@ from .findings import Finding, sort_key
 from .locate import RemoteRun, RunFiles, fetched, find_runs, find_units
 from .model import Profile
 from .rule import Rule
+from .peaks import UserPeaks
+from .views.efficiency import efficiency
 from .views.summary import summarize
 
 
@@ -91,10 +93,12 @@ class Job:
     device_memory: Optional[int] = None
     as_json: bool = False       # return Analysis.to_json() (small) instead of the Analysis (the whole profile)
     steps: Optional[slice] = None   # analyze only the steps numbered in this slice (--steps A:B)
+    peaks: Optional[UserPeaks] = None   # --peak-flops/--peak-bandwidth or advisor calibrate's
+    mesh: Optional[tuple] = None    # the mesh's axes, ((name, size), ...), given with --mesh
 
     def analyze(self, profile: Profile) -> Analysis:
         return analyze_profile(profile, None if self.rules is None else list(self.rules), self.options,
-                               self.device_memory)
+                               self.device_memory, self.peaks, mesh=self.mesh)
 
 
 Result = Union[Analysis, dict, RunFailure]
@@ -151,7 +155,8 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
                   progress: Callable[[str], None] = lambda msg: None,
                   device_memory: Optional[int] = None, *, jobs: int = 1, engine: str = "process",
                   ray_address: Optional[str] = None, as_json: bool = False,
-                  steps: Optional[slice] = None, notice: Optional[Callable[[str], None]] = None) -> Iterator[Result]:
+                  steps: Optional[slice] = None, notice: Optional[Callable[[str], None]] = None,
+                  peaks: Optional[UserPeaks] = None, mesh=None) -> Iterator[Result]:
     """Every run under `path`, analyzed `jobs` at a time, yielded in the order of their paths as soon
     as each and all before it are done: an Analysis (or its JSON with as_json), or a RunFailure.
 
@@ -166,7 +171,8 @@ def iter_analyses(path: str | Path, rules: Optional[list[Rule]] = None,
         raise AdvisorError(f"jobs must be at least 1, not {jobs}")
     notice = notice or progress
     units = find_units(path)
-    job = Job(None if rules is None else tuple(rules), options, device_memory, as_json, steps)
+    job = Job(None if rules is None else tuple(rules), options, device_memory, as_json, steps, peaks,
+              tuple(map(tuple, mesh)) if mesh else None)
     if any(isinstance(u, RemoteRun) and u.process_local for u in units):
         jobs, engine = 1, "process"     # memory:// exists in this process only
     if engine == "ray" and not ray_address:
@@ -264,17 +270,17 @@ def analyze_all(path: str | Path, rules: Optional[list[Rule]] = None,
                 options: Optional[dict[str, dict]] = None,
                 progress: Callable[[str], None] = lambda msg: None,
                 device_memory: Optional[int] = None, *, jobs: int = 1, engine: str = "process",
-                ray_address: Optional[str] = None,
-                steps: Optional[slice] = None) -> tuple[list[Analysis], list[RunFailure]]:
+                ray_address: Optional[str] = None, steps: Optional[slice] = None,
+                peaks: Optional[UserPeaks] = None, mesh=None) -> tuple[list[Analysis], list[RunFailure]]:
     """Every run under `path`: the ones that could be read, and the ones that could not (with why).
 
     A path that holds no run at all is an error (AdvisorError); one unreadable run among many is not.
     jobs/engine/ray_address: see iter_analyses; the results are the same whichever runs them.
-    steps: only the steps numbered in this slice.
+    steps: only the steps numbered in this slice; peaks: the device peaks to measure efficiency against.
     """
     out, failed = [], []
     for result in iter_analyses(path, rules, options, progress, device_memory, jobs=jobs, engine=engine,
-                                ray_address=ray_address, steps=steps):
+                                ray_address=ray_address, steps=steps, peaks=peaks, mesh=mesh):
         (failed if isinstance(result, RunFailure) else out).append(result)
     return out, failed
 
@@ -282,9 +288,9 @@ def analyze_all(path: str | Path, rules: Optional[list[Rule]] = None,
 def analyze_path(path: str | Path, rules: Optional[list[Rule]] = None,
                  options: Optional[dict[str, dict]] = None,
                  progress: Callable[[str], None] = lambda msg: None,
-                 device_memory: Optional[int] = None) -> list[Analysis]:
+                 device_memory: Optional[int] = None, peaks: Optional[UserPeaks] = None) -> list[Analysis]:
     """Every run under `path`; any run that cannot be read is an error (for commands that need all)."""
-    out, failed = analyze_all(path, rules, options, progress, device_memory)
+    out, failed = analyze_all(path, rules, options, progress, device_memory, peaks=peaks)
     if failed:
         raise AdvisorError(failed[0].reason)
     return out
@@ -292,18 +298,18 @@ def analyze_path(path: str | Path, rules: Optional[list[Rule]] = None,
 
 def analyze_run(run: RunFiles, rules: Optional[list[Rule]] = None,
                 options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None,
-                steps: Optional[slice] = None) -> Analysis:
+                steps: Optional[slice] = None, peaks: Optional[UserPeaks] = None) -> Analysis:
     from .load.loader import load_run
 
-    return analyze_profile(load_run(run, steps), rules, options, device_memory)
+    return analyze_profile(load_run(run, steps), rules, options, device_memory, peaks)
 
 
-def _views(profile: Profile) -> None:
-    """The derived views the rules read, computed once before them."""
+def _views(profile: Profile, mesh=None) -> None:
+    """The derived views the rules read, computed once before them (mesh: the axes given with --mesh)."""
     from .views import parallelism
 
     try:
-        parallelism.of(profile)
+        parallelism.of(profile, mesh)
     except Exception as err:  # noqa: BLE001 - a broken view must not stop the analysis
         profile.views["parallelism"] = None
         profile.notes.append(f"internal error in the parallelism view: {type(err).__name__}: {err} "
@@ -311,12 +317,15 @@ def _views(profile: Profile) -> None:
 
 
 def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
-                    options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None) -> Analysis:
-    """The rules on a loaded run; device_memory (bytes) stands for the capacity the trace does not record."""
+                    options: Optional[dict[str, dict]] = None, device_memory: Optional[int] = None,
+                    peaks: Optional[UserPeaks] = None, mesh=None) -> Analysis:
+    """The rules on a loaded run; device_memory (bytes) stands for the capacity the trace does not record;
+    peaks (FLOP/s, bytes/s) for the device peaks the efficiency view measures against; mesh the axes
+    given with --mesh."""
     if device_memory:
         profile.device_capacity_bytes = device_memory
         profile.notes.append(f"device memory capacity {device_memory:,} bytes, as given on the command line")
-    _views(profile)
+    _views(profile, mesh)
     rules = all_rules() if rules is None else rules
     options = options or {}
     findings = []
@@ -332,4 +341,6 @@ def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
                 "was skipped; pass --device-memory to check it")
         if note not in profile.notes:
             profile.notes.append(note)
-    return Analysis(profile=profile, findings=findings, summary=summarize(profile))
+    summary = summarize(profile)
+    summary["efficiency"] = efficiency(profile, peaks)
+    return Analysis(profile=profile, findings=findings, summary=summary)

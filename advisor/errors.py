@@ -5,6 +5,8 @@
 2  bad input (a path, a trace, a config, a size, a rule id): one line on stderr says why
 3  `advisor analyze` on many runs: some could not be read (the readable ones are reported,
    the others listed with their reason)
+130  stopped by Ctrl-C (143 by SIGTERM, 129 by SIGHUP): one line, temporary and partial files removed
+     (advisor/cleanup.py)
 """
 
 EXIT_OK = 0

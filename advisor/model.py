@@ -51,6 +51,14 @@ class SourceLine:
         return f"{self.file}:{self.line}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Cost:
+    """One execution of one HLO instruction (XLA's conventions: advisor/load/hlo_cost.py)."""
+    flops: Optional[float]      # None: the HLO does not say (a custom call other than a GEMM)
+    transcendentals: float
+    bytes: float                # operands read + result written, at the fusion's boundary
+
+
 @dataclasses.dataclass
 class Instruction:
     """One instruction of an optimized HLO module."""
@@ -75,6 +83,12 @@ class Instruction:
     source_target_pairs: tuple[tuple[int, int], ...] = ()
     operand_dims: tuple[tuple[int, ...], ...] = ()      # collectives: each operand's dims
     loop: str = ""                      # the innermost while instruction whose body runs this one
+    # One execution's work (advisor/load/hlo_cost.py): flops None where the HLO does not say (a
+    # custom call other than a GEMM); None for instructions that do not run as ops (fused ones).
+    cost: Optional["Cost"] = None
+    runs: Optional[float] = None        # executions per execution of its program (loop trip counts); None unknown
+    matmul_dims: tuple[int, ...] = ()   # dots, GEMM calls, fusions around a dot: (batch, M, N, K)
+    changes_layout: bool = False        # a transpose, a copy into another layout, or a fusion of only those
 
     @property
     def shape(self) -> str:
@@ -136,6 +150,8 @@ class HloModule:
     output_bytes: int
     has_remat: bool                      # JAX marked some ops as rematerialized (checkpoint)
     grad_accumulation_steps: Optional[int] = None   # trip count of a loop computing gradients (0: unknown)
+    # optax.MultiSteps: gradients accumulated across calls, the update applied every k-th (0: k unknown)
+    multisteps_every: Optional[int] = None
     updated_parameters: frozenset[int] = frozenset()  # entry parameters returned updated (train state)
     # entry parameter number -> True split over devices, False a full copy on each, None unknown
     parameter_sharded: dict[int, Optional[bool]] = dataclasses.field(default_factory=dict)
@@ -203,6 +219,8 @@ class DeviceSummary:
     time_by_category: dict[str, float] = dataclasses.field(default_factory=dict)
     launches_matched: int = 0                       # kernels joined to their host launch (correlation id)
     launch_delay_median_ns: Optional[float] = None  # host launch -> kernel start: how far the host runs ahead
+    peak_flops_per_s: Optional[float] = None        # the plane's own peak stats (TPU), where the trace has them
+    peak_bytes_per_s: Optional[float] = None
 
     @property
     def active(self) -> bool:

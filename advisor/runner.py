@@ -105,7 +105,8 @@ def compile_abstract(name: str, config: dict):
     if placed is None:
         step = jax.jit(built.train_step, donate_argnames=donate)
     else:   # data parallel over the mesh: XLA partitions the step (all-reduce, or FSDP's gathers)
-        _, state_sh, metrics_sh, batch_sh = placed
+        mesh, state_sh, metrics_sh, batch_sh = placed
+        built.mesh_axes = built.mesh_axes or [(str(k), int(v)) for k, v in mesh.shape.items()]
         step = jax.jit(built.train_step, donate_argnames=donate, in_shardings=(state_sh, metrics_sh, batch_sh),
                        out_shardings=(state_sh, metrics_sh))
         built.batch = jax.device_put(built.batch, batch_sh)

@@ -67,7 +67,7 @@ def read_project_settings(folder: Path) -> Settings:
             return Settings(_split_ids(section.get("select"), f"{where} select"),
                             _split_ids(section.get("ignore"), f"{where} ignore"), _group(raw, where), where)
     if setup_cfg.is_file():
-        parser = configparser.ConfigParser()
+        parser = configparser.ConfigParser(interpolation=None)    # a `%` in a value is a `%`
         try:
             parser.read(setup_cfg, encoding="utf-8")
         except configparser.Error as err:
@@ -200,3 +200,30 @@ def parse_size_flag(text, flag: str):
     if size <= 0:
         raise AdvisorError(f"{flag} expects a positive size like 24GB, 16GiB or 512MiB, got {text!r}")
     return size
+
+
+_RATE_PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
+
+
+def parse_rate(value, flag: str, unit: str) -> Optional[float]:
+    """A peak rate (None when not given): a number per second, with an optional SI prefix and the unit,
+    e.g. 989e12, 989T, 989TFLOP/s for --peak-flops, 3.35TB/s or 819GB/s for --peak-bandwidth."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        rate = float(value)
+    else:
+        text = str(value).strip().replace(" ", "")
+        low = text.lower()
+        for suffix in (f"{unit.lower()}/s", unit.lower(), "/s"):
+            if low.endswith(suffix):
+                low = low[: -len(suffix)]
+                break
+        prefix = low[-1:] if low[-1:] in _RATE_PREFIX and not low[-1:].isdigit() else ""
+        try:
+            rate = float(low[: len(low) - len(prefix)]) * _RATE_PREFIX[prefix]
+        except ValueError:
+            rate = 0.0
+    if not rate > 0 or rate == float("inf"):
+        raise AdvisorError(f"{flag} expects a positive rate like 989T{unit}/s or 989e12, got {value!r}")
+    return rate

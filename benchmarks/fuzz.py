@@ -10,7 +10,8 @@ duplicated chunk), analyzed in process with the engine. Outcomes:
 - numbers: same findings (rule, severity) and step program, other measured numbers: a flip
   inside a timestamp or size the trace records, which no reader can tell from a real value;
 - FINDINGS: other findings and no warning (a silently different answer);
-- CRASH: any other exception, or a rule's internal error;
+- CRASH: any other exception, a rule's internal error, or a report its format's parser refuses
+  (JSON parsed strictly, the text report free of control characters);
 - HANG: no answer within the time limit (pool runs only).
 
     nice -n 10 python benchmarks/fuzz.py [-n 10000] [--workers 2] [--seed 0] [--fixture transformer_scan]
@@ -114,6 +115,9 @@ def classify(run_dir: Path, xplane_name: str, mutant: bytes, baseline: dict) -> 
     if internal:
         return "CRASH", internal[0]
     _LAST_WARNINGS[:] = analysis.profile.warnings
+    bad_output = check_outputs(analysis)
+    if bad_output:
+        return "CRASH", bad_output
     doc = report(analysis)
     if doc == baseline:
         return "same", ""
@@ -122,6 +126,29 @@ def classify(run_dir: Path, xplane_name: str, mutant: bytes, baseline: dict) -> 
     if _findings(doc) == _findings(baseline) and doc["summary"]["step_module"] == baseline["summary"]["step_module"]:
         return "numbers", ""
     return "FINDINGS", f"{sorted(_findings(baseline))} -> {sorted(_findings(doc))}"
+
+
+def check_outputs(analysis) -> str:
+    """Why the analysis's text or JSON report is not what its format allows ('' when both are): JSON
+    parsed strictly (no NaN or Infinity), the text free of control characters other than newlines."""
+    import io
+    import json
+    import re
+
+    from rich.console import Console
+
+    from advisor.report import json_report, text
+
+    def refuse(name):
+        raise ValueError(f"{name} in the JSON report")
+    try:
+        json.loads(json_report.render([analysis.to_json()], "fuzz"), parse_constant=refuse)
+        out = io.StringIO()
+        text.render([analysis.to_json()], Console(file=out, width=160, highlight=False, soft_wrap=True), [], "")
+    except Exception as err:  # noqa: BLE001 - a renderer that fails is what the fuzzer hunts too
+        return f"output: {type(err).__name__}: {err}"
+    bad = re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", out.getvalue())
+    return f"output: control character {bad.group()!r} in the text report" if bad else ""
 
 
 class Fuzzer:

@@ -7,6 +7,8 @@ from . import (
     float32_attention_logits,
     host_bound,
     host_device_transfer,
+    launch_bound,
+    layout_copies,
     missing_buffer_donation,
     missing_remat,
     pipeline_bubble,
@@ -14,6 +16,7 @@ from . import (
     remat_too_broad,
     replicated_state,
     scan_dynamic_update_slice,
+    unaligned_matmul,
     unneeded_grad_accumulation,
 )
 
@@ -32,5 +35,8 @@ ALL = [
     exposed_communication.RULE,
     device_imbalance.RULE,
     pipeline_bubble.RULE,
+    unaligned_matmul.RULE,
+    layout_copies.RULE,
+    launch_bound.RULE,
 ]
 BY_ID = {rule.id: rule for rule in ALL}

@@ -1,10 +1,15 @@
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# advisor calibrate's store: a private one, so a calibration of this machine never changes a test
+os.environ["ADVISOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="advisor-cache-")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

@@ -13,14 +13,15 @@ import pytest
 from conftest import FIXTURES, GPU_TRACES, analyze_json, rule_ids
 
 REAL = ["te_fused_attn", "jax08_attention", "tf_bert_v100_multiworker"]
+LAUNCH = "launch-bound"     # the tiny Transformer on an H100: 2,000+ kernels under 10 µs per step
 SYNTHETIC = {
     # fixture: rules that must fire; every other rule must stay silent
     "gpu_scan": {"scan-dynamic-update-slice", "missing-remat", "float32-activations"},
-    "gpu_remat": {"float32-activations"},
-    "gpu_h2d_idle": {"host-bound", "host-device-transfer", "float32-activations"},
-    "gpu_accumulate": {"unneeded-grad-accumulation"},
-    "gpu_accumulate_near_capacity": set(),
-    "gpu_bf16": {"float32-attention-logits"},
+    "gpu_remat": {"float32-activations", LAUNCH},
+    "gpu_h2d_idle": {"host-bound", "host-device-transfer", "float32-activations", LAUNCH},
+    "gpu_accumulate": {"unneeded-grad-accumulation", LAUNCH},
+    "gpu_accumulate_near_capacity": {LAUNCH},
+    "gpu_bf16": {"float32-attention-logits", LAUNCH},
     "gpu_data_parallel": {"replicated-state"},
     "gpu_straggler": {"replicated-state", "device-imbalance"},
 }

@@ -221,3 +221,43 @@ def test_memory_urls_with_dot_segments_and_chained_urls(tmp_path):
         f".xplane.pb::{(tmp_path / 'runs.tar').as_uri()}") and run["findings"]
     again = cli("analyze", run["path"], "--format", "json", "--jobs", "1")    # the file's own URL
     assert again.returncode == 0 and json.loads(again.stdout)["runs"][0]["findings"] == run["findings"]
+
+
+def test_large_metadata_tables_give_the_same_analysis(monkeypatch):
+    """Past BIG_TABLE entries a plane's names are kept in arrays (a metadata-heavy trace cost ~10x its
+    size in memory, benchmarks/metadata_heavy.py); the analysis is the same either way."""
+    from advisor.load import xplane_stream
+    from conftest import analyze_json
+    fixture = FIXTURES / "gpu_data_parallel"
+    expected = analyze_json(fixture)["runs"]
+    monkeypatch.setattr(xplane_stream, "BIG_TABLE", 3)
+    proc = cli("analyze", fixture, "--format", "json", "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["runs"] == expected
+
+
+def test_name_table_keeps_the_last_of_equal_ids():
+    import numpy as np
+    from advisor.load.xplane_stream import _Names
+    names = _Names()
+    names.small = None
+    names.add([(5, "a"), (2, "b"), (5, "c"), (9, "\udcff")])
+    table = names.table()
+    assert (table.get(5), table.get(2), table.get(7, ""), table.get(9)) == ("c", "b", "", "\ufffd\ufffd\ufffd")
+    assert isinstance(table._ids, np.ndarray)
+
+
+def test_fuzzed_options_configs_side_files_and_baselines_never_end_in_a_traceback():
+    """A few of benchmarks/fuzz_inputs.py's cases (the benchmark runs 10,000 of each)."""
+    import sys
+    sys.path.insert(0, str(FIXTURES.parent / "benchmarks"))
+    import fuzz_inputs
+    out = fuzz_inputs.run(40, ["options", "config", "side", "baseline"], seed=7, verbose=False)
+    assert not out["failures"], out["failures"][:3]
+    assert all(c["ok"] for c in out["counts"].values())
+
+
+def test_a_percent_sign_in_setup_cfg_is_a_percent_sign(tmp_path):
+    (tmp_path / "setup.cfg").write_text("[advisor]\nselect = host-bound\nhost-bound.min_idle_share = 50%\n")
+    line = one_line(cli("analyze", SCAN, cwd=tmp_path))
+    assert "'50%'" in line and "Interpolation" not in line

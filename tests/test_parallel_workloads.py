@@ -86,3 +86,26 @@ def test_run_workload_pipeline_reports_the_bubble_and_verifies_more_microbatches
     verified = f["verified"]
     assert verified["change"] == {"parallel.pipeline.microbatches": 8}
     assert all(t > 0 for t in verified["step_time_ms"]) and verified["loss_match"] and not verified["bug"]
+
+
+def test_tensor_settings_are_checked():
+    config = workloads.resolve("transformer", "tiny", ["parallel.data=2", "parallel.tensor=4"])
+    from advisor.workloads import parallel
+    assert parallel.devices_needed(config) == 8
+    with pytest.raises(ConfigError, match="attention heads"):
+        workloads.resolve("transformer", "tiny", ["parallel.tensor=3"])
+    with pytest.raises(ConfigError, match="not supported"):
+        workloads.resolve("transformer", "tiny", ["parallel.tensor=2", "parallel.pipeline.stages=2"])
+
+
+def test_run_workload_tensor_parallel_names_the_axes_and_roles(tmp_path):
+    env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+    proc = advisor("run-workload", "transformer", "--preset", "tiny", "--set", "parallel.data=2",
+                   "--set", "parallel.tensor=4", "--steps", "1", "--no-compile-check", "--select", "exposed-communication",
+                   "--logdir", tmp_path, "--format", "json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    par = run["summary"]["parallelism"]
+    assert par["mesh"] == {"axes": [{"name": "data", "size": 2}, {"name": "tensor", "size": 4}], "source": "recorded"}
+    tensor = [c for c in par["collectives"] if c["axis"] == "tensor"]
+    assert tensor and all(c["role"] == "tensor-parallel" for c in tensor)

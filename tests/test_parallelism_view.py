@@ -273,3 +273,82 @@ def test_json_validates_against_the_schema(run):
     runs_schema = schema("analyze")["$defs"]["run"]["properties"]["summary"]["properties"]["parallelism"]
     for case in ("parallel_3d", "tensor_parallel_async", "pipeline_looping"):
         jsonschema.Draft202012Validator(runs_schema).validate(run(case).to_json()["summary"]["parallelism"])
+
+
+def test_mesh_flag_names_the_axes(tmp_path):
+    import json
+
+    from conftest import cli
+
+    logdir = materialize("parallel_3d", tmp_path)
+    proc = cli("analyze", logdir, "--format", "json", "--mesh", "dp=2,pp=2,tp=2", "--select", "replicated-state")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    par = run["summary"]["parallelism"]
+    assert [a["name"] for a in par["mesh"]["axes"]] == ["dp", "pp", "tp"] and par["mesh"]["source"] == "given"
+    assert par["state"]["replicated_over"] == ["dp"] and par["pipeline"]["axis"] == "pp"
+    (f,) = run["findings"]
+    assert f["evidence"]["replicated_over"] == ["dp"]
+
+
+@pytest.mark.parametrize("text", ["data=2,pipe", "data=x", "data=0", "a=2,a=4"])
+def test_bad_mesh_flag_is_one_line_exit_2(tmp_path, text):
+    from conftest import cli
+
+    proc = cli("analyze", materialize("per_example_grads", tmp_path), "--mesh", text)
+    assert proc.returncode == 2 and "--mesh" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_mesh_that_does_not_cover_the_devices_is_inferred_with_a_note(run):
+    profile = run("parallel_3d").profile
+    v = parallelism.build(profile, mesh=[("data", 4)])
+    assert v.mesh_source == "inferred" and mesh(v) == [("data", 2), ("pipe", 2), ("tensor", 2)]
+    assert any("does not cover" in n for n in profile.notes)
+
+
+def test_trace_records_the_mesh(tmp_path):
+    import json
+
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    import advisor
+
+    mesh = Mesh(np.array(jax.devices()[:1]), ("data",))
+    f = jax.jit(lambda x: x @ x)
+    x = np.ones((64, 64), np.float32)
+    f(x).block_until_ready()
+    with advisor.trace(tmp_path, mesh=mesh, select=[]) as t:
+        with t.step():
+            f(x)
+    assert json.loads((t.run_dir / "advisor_run.json").read_text()) == {"mesh": [["data", 1]]}
+    assert t.report is not None
+
+
+def test_html_draws_the_schedule_and_collectives_by_axis(tmp_path):
+    from conftest import cli
+
+    out = tmp_path / "report.html"
+    proc = cli("analyze", materialize("pipeline_looping", tmp_path), "--format", "html", "--output", out,
+               "--mesh", "data=2,<b>pipe</b>=4")
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert 'aria-label="pipeline schedule"' in html and 'aria-label="collectives by axis"' in html
+    assert "27.3%" in html and "pipeline-transfer" in html
+    assert "<b>pipe</b>" not in html and "&lt;b&gt;pipe&lt;/b&gt;" in html
+
+
+def test_spmd_partitioned_programs(loaded_profile):
+    """Sharded jit (XLA's SPMD partitioner): an all-reduce with no replica groups runs over every
+    device, and the gradients it reduces may be transposed; FSDP's gathers are named as such."""
+    (dp,) = loaded_profile("corpus/sharded_jit_warm")
+    v = parallelism.of(dp.profile)
+    assert mesh(v) == [("data", 8)] and [r.role for r in v.collectives] == ["gradient-sync"]
+    assert v.state.replicated_over == ["data"] and v.state.split_over == []
+    (fsdp,) = loaded_profile("parallel/fsdp")
+    v = parallelism.of(fsdp.profile)
+    assert mesh(v) == [("data", 8)] and rows(v, "fsdp-gather", "data")
+    assert not rows(v, "tensor-parallel")       # the partitioner's resharding over data is not tensor parallelism
+    assert v.state.split_over == ["data"] and v.state.fsdp_saving_bytes == 0

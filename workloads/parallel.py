@@ -26,12 +26,22 @@ PIPELINE_SCHEMA = {
     "pipeline.loops": cfg.Field(1, cfg.parse_int, "layers per stage visited round-robin (a looping pipeline, L); "
                                                   "more than 1 needs microbatches == stages"),
 }
+# The Transformer's tensor parallelism: Megatron-style specs on the attention heads and MLP hidden
+# units over a 'tensor' axis, collectives left to XLA's SPMD partitioner
+TENSOR_SCHEMA = {
+    "tensor": cfg.Field(1, cfg.parse_int, "devices on a 'tensor' mesh axis: attention heads and MLP hidden units "
+                                          "split over them (Megatron-style, XLA inserts the all-reduces)"),
+}
+# leaf path suffix -> the dimension (from the end) split over 'tensor'
+TENSOR_DIMS = {("attn", "qkv", "kernel"): -2, ("attn", "qkv", "bias"): -2, ("attn", "output_layer", "kernel"): -3,
+               ("mlp", "input_layer", "kernel"): -1, ("mlp", "input_layer", "bias"): -1,
+               ("mlp", "output_layer", "kernel"): -2}
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
 
 def devices_needed(config: dict) -> int:
     p = config.get("parallel", {})
-    return max(1, p.get("data", 1)) * max(1, p.get("pipeline.stages", 1))
+    return max(1, p.get("data", 1)) * max(1, p.get("pipeline.stages", 1)) * max(1, p.get("tensor", 1))
 
 
 def validate(config: dict) -> None:
@@ -41,6 +51,23 @@ def validate(config: dict) -> None:
         raise cfg.ConfigError(f"parallel.data={n} must divide the minibatch (data.batch_size {batch} / "
                               f"optimizer.num_minibatches {minibatches})")
     validate_pipeline(config)
+    validate_tensor(config)
+
+
+def validate_tensor(config: dict) -> None:
+    p, m = config.get("parallel", {}), config.get("model", {})
+    t = p.get("tensor", 1)
+    if t < 1:
+        raise cfg.ConfigError("parallel.tensor must be at least 1")
+    if t == 1:
+        return
+    if p.get("pipeline.stages", 1) > 1:
+        raise cfg.ConfigError("parallel.tensor with parallel.pipeline.stages is not supported by the bundled "
+                              "Transformer (the tutorial's Part 5 combines them by hand)")
+    heads = m.get("hidden_size", 0) // max(1, m.get("head_dim", 1))
+    if heads % t or (m.get("hidden_size", 0) * m.get("mlp_expansion", 1)) % t:
+        raise cfg.ConfigError(f"parallel.tensor={t} must divide the attention heads ({heads}) and the MLP's hidden "
+                              "units")
 
 
 def validate_pipeline(config: dict) -> None:
@@ -115,6 +142,15 @@ def _fsdp_spec(shape, n: int, min_size: int):
     return P(*[("data" if i == split else None) for i in range(len(shape))])
 
 
+def _tensor_dim(path, rank: int):
+    """The dimension of a parameter (or its optimizer moment) split over 'tensor', from its path."""
+    names = tuple(str(getattr(k, "key", getattr(k, "name", ""))) for k in path)
+    for suffix, dim in TENSOR_DIMS.items():
+        if names[-len(suffix):] == suffix and rank >= -dim:
+            return rank + dim
+    return None
+
+
 def shardings(config: dict, state_shape, metrics_shape, batch):
     """(mesh, state, metrics, batch) shardings for `config`, or None for one device."""
     n = devices_needed(config)
@@ -126,19 +162,32 @@ def shardings(config: dict, state_shape, metrics_shape, batch):
 
     if jax.device_count() < n:
         from advisor.errors import AdvisorError
-        raise AdvisorError(f"parallel.data={n} needs {n} devices; JAX has {jax.device_count()}. On CPU, start "
+        raise AdvisorError(f"parallel settings need {n} devices; JAX has {jax.device_count()}. On CPU, start "
                            f"with XLA_FLAGS={CPU_DEVICES_FLAG}={n} (advisor run-workload sets it itself when "
                            "JAX has not started yet)")
-    mesh = Mesh(np.array(jax.devices()[:n]), ("data",))
     p = config["parallel"]
+    data, tensor = max(1, p.get("data", 1)), max(1, p.get("tensor", 1))
+    if tensor > 1:
+        mesh = Mesh(np.array(jax.devices()[:n]).reshape(data, tensor), ("data", "tensor"))
+    else:
+        mesh = Mesh(np.array(jax.devices()[:n]), ("data",))
     replicated = NamedSharding(mesh, P())
 
-    def state_leaf(x):
-        if p["fsdp"]:
-            return NamedSharding(mesh, _fsdp_spec(tuple(getattr(x, "shape", ())), n, p["fsdp_min_size"]))
-        return replicated
+    def state_leaf(path, x):
+        shape = tuple(getattr(x, "shape", ()))
+        spec = [None] * len(shape)
+        split = _tensor_dim(path, len(shape)) if tensor > 1 else None
+        if split is not None:
+            spec[split] = "tensor"
+        if p["fsdp"] and data > 1:
+            free = tuple(d if spec[i] is None else 1 for i, d in enumerate(shape))
+            fsdp = _fsdp_spec(free, data, p["fsdp_min_size"]) if math.prod(shape) >= p["fsdp_min_size"] else P()
+            for i, name in enumerate(fsdp):
+                if name is not None:
+                    spec[i] = name
+        return NamedSharding(mesh, P(*spec)) if any(spec) else replicated
 
-    state = jax.tree_util.tree_map(state_leaf, state_shape)
+    state = jax.tree_util.tree_map_with_path(state_leaf, state_shape)
     metrics = jax.tree_util.tree_map(lambda _: replicated, metrics_shape)
     data = jax.tree_util.tree_map(lambda _: NamedSharding(mesh, P("data")), batch)
     return mesh, state, metrics, data

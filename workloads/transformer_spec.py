@@ -40,7 +40,7 @@ SCHEMA = {
         "steps": cfg.Field(3, cfg.parse_int, "profiled steps"),
         "seed": cfg.Field(42, cfg.parse_int, "random seed"),
     },
-    "parallel": {**parallel.SCHEMA, **parallel.PIPELINE_SCHEMA},
+    "parallel": {**parallel.SCHEMA, **parallel.TENSOR_SCHEMA, **parallel.PIPELINE_SCHEMA},
 }
 
 # `seed` is the tutorial's exact configuration; `tiny` its float32 / scan / no-remat start at CPU scale.

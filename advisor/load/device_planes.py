@@ -144,9 +144,13 @@ def _describe(name: str, stats: dict) -> DeviceSummary:
         parts.append(f"{cores} {'CUs' if vendor.lower() == 'amd' else 'SMs'}")
     if memory:
         parts.append(f"{memory / 2**30:.1f} GiB")
+    peak_tflops = stats.get("peak_teraflops_per_second")
+    peak_gbps = stats.get("peak_hbm_bw_gigabytes_per_second")
     return DeviceSummary(name=name, description=", ".join(parts), vendor=vendor, compute_capability=cc,
                          core_count=cores, clock_mhz=clock, memory_bytes=memory,
-                         memory_bandwidth_bytes_per_s=bandwidth)
+                         memory_bandwidth_bytes_per_s=bandwidth,
+                         peak_flops_per_s=float(peak_tflops) * 1e12 if peak_tflops else None,
+                         peak_bytes_per_s=float(peak_gbps) * 1e9 if peak_gbps else None)
 
 
 def _memcpy_bytes(details) -> Optional[int]:

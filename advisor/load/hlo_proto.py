@@ -13,10 +13,15 @@ name: "advisor_hlo_subset.proto"
 package: "advisor_xla"
 syntax: "proto3"
 message_type {
+  name: "LayoutProto"
+  field { name: "minor_to_major" number: 1 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
   name: "ShapeProto"
   field { name: "element_type" number: 2 label: LABEL_OPTIONAL type: TYPE_INT32 }
   field { name: "dimensions" number: 3 label: LABEL_REPEATED type: TYPE_INT64 }
   field { name: "tuple_shapes" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ShapeProto" }
+  field { name: "layout" number: 5 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.LayoutProto" }
 }
 message_type {
   name: "OpMetadata"
@@ -55,13 +60,57 @@ message_type {
   field { name: "iota_replica_group_list" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.IotaReplicaGroupListProto" }
 }
 message_type {
+  name: "LiteralProto"
+  field { name: "s32s" number: 4 label: LABEL_REPEATED type: TYPE_INT32 }
+  field { name: "s64s" number: 5 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
+  name: "DotDimensionNumbers"
+  field { name: "lhs_contracting_dimensions" number: 1 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "rhs_contracting_dimensions" number: 2 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "lhs_batch_dimensions" number: 3 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "rhs_batch_dimensions" number: 4 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
+  name: "WindowDimension"
+  field { name: "size" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "stride" number: 2 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "padding_low" number: 3 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "padding_high" number: 4 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "window_dilation" number: 5 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "base_dilation" number: 6 label: LABEL_OPTIONAL type: TYPE_INT64 }
+}
+message_type {
+  name: "Window"
+  field { name: "dimensions" number: 1 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.WindowDimension" }
+}
+message_type {
+  name: "ConvolutionDimensionNumbers"
+  field { name: "kernel_input_feature_dimension" number: 3 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "kernel_output_feature_dimension" number: 4 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "kernel_spatial_dimensions" number: 6 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "input_batch_dimension" number: 7 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "input_feature_dimension" number: 8 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "output_batch_dimension" number: 9 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "output_feature_dimension" number: 10 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "input_spatial_dimensions" number: 11 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "output_spatial_dimensions" number: 12 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
   name: "HloInstructionProto"
   field { name: "name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "opcode" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "shape" number: 3 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.ShapeProto" }
   field { name: "metadata" number: 7 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.OpMetadata" }
+  field { name: "literal" number: 8 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.LiteralProto" }
   field { name: "parameter_number" number: 9 label: LABEL_OPTIONAL type: TYPE_INT64 }
   field { name: "fusion_kind" number: 11 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "dimensions" number: 14 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "window" number: 15 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.Window" }
+  field { name: "convolution_dimension_numbers" number: 16 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.ConvolutionDimensionNumbers" }
+  field { name: "dot_dimension_numbers" number: 30 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.DotDimensionNumbers" }
+  field { name: "feature_group_count" number: 50 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "batch_group_count" number: 58 label: LABEL_OPTIONAL type: TYPE_INT64 }
   field { name: "custom_call_target" number: 28 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "backend_config" number: 43 label: LABEL_OPTIONAL type: TYPE_BYTES }
   field { name: "id" number: 35 label: LABEL_OPTIONAL type: TYPE_INT64 }
@@ -71,6 +120,7 @@ message_type {
   field { name: "replica_groups" number: 49 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ReplicaGroup" }
   field { name: "source_target_pairs" number: 52 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.SourceTarget" }
   field { name: "collective_device_list" number: 87 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.CollectiveDeviceListProto" }
+  field { name: "iota_device_list" number: 92 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.IotaReplicaGroupListProto" }
 }
 message_type {
   name: "HloComputationProto"

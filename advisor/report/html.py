@@ -141,6 +141,10 @@ def _figures(doc: dict, analysis=None) -> list[str]:
     s = doc["summary"]
     out = _plots(analysis, s) if analysis is not None else []
     out += _device_chart(s)
+    out += _parallelism_charts(s.get("parallelism"))
+    from .efficiency_html import charts as efficiency_charts
+
+    out += efficiency_charts(s.get("efficiency"))
     for d in s.get("devices", []):
         if "busy_in_steps_ms" in d:
             cats = d["time_by_category_ms"]
@@ -215,6 +219,57 @@ def _device_chart(summary: dict) -> list[str]:
     table = _table(["device", "host", "compute ms", "transfer ms", "wait ms", "idle ms", "peak", ""], rows,
                    f"per device, {per}: compute, collective transfer, waiting for peers, idle")
     return [_chart(_svg(fig), table, "per-device step")]
+
+
+def _parallelism_charts(view: Optional[dict]) -> list[str]:
+    """The pipeline's schedule (stages x iterations, the padding shaded) and the collectives by mesh
+    axis and role, from summary.parallelism."""
+    if not view:
+        return []
+    out = []
+    pipe = view.get("pipeline")
+    if pipe and pipe["stages"] and pipe["iterations"]:
+        out.append(_schedule_chart(pipe))
+    rows = view.get("collectives") or []
+    if rows:
+        labels = [f"{r['axis']} {r['kind']} ({r['role']})" for r in rows]
+        svg = _barh(labels, [r["time_s"] * 1e3 for r in rows], "ms per step on one device",
+                    "collectives by mesh axis and role")
+        table = _table(["axis", "size", "kind", "role", "per step", "bytes per step", "ms", "exposed ms"],
+                       [[r["axis"], r["axis_size"], r["kind"], r["role"], r["count_per_step"], r["bytes_per_step"],
+                         round(r["time_s"] * 1e3, 3), round(r["exposed_s"] * 1e3, 3)] for r in rows],
+                       "collectives by mesh axis and role, per step on one device (mean over devices)")
+        out.append(_chart(svg, table, "collectives by axis"))
+    return out
+
+
+def _schedule_chart(pipe: dict) -> str:
+    """Each stage's iterations of the forward schedule: stage s works on microbatch-iteration i - s
+    when 0 <= i - s < L*M, and on padding otherwise (the bubble, shaded)."""
+    stages, iterations = pipe["stages"], pipe["iterations"]
+    work = iterations - pipe["padding_iterations"]
+    micro = pipe.get("microbatches") or work
+    fig, ax = _figure(min(9.0, 1.2 + 0.35 * iterations), 0.45 * stages + 1.0)
+    for s in range(stages):
+        for i in range(iterations):
+            k = i - s
+            busy = 0 <= k < work
+            ax.broken_barh([(i, 0.95)], (stages - 1 - s, 0.9), color="#2e86c1" if busy else "#d5d8dc",
+                           hatch=None if busy else "//", edgecolor="white")
+            if busy and iterations <= 40:
+                ax.text(i + 0.47, stages - 1 - s + 0.45, str(k % micro), ha="center", va="center", fontsize=7,
+                        color="white")
+    ax.set_yticks([stages - 1 - s + 0.45 for s in range(stages)], [f"stage {s}" for s in range(stages)])
+    ax.set_xlim(0, iterations)
+    ax.set_xlabel("schedule iteration (forward; the backward loop runs it in reverse)")
+    ax.set_title(escape.mathtext(f"pipeline over {pipe.get('axis', 'pipe')}: bubble "
+                                 f"{pipe['bubble_fraction'] * 100:.1f}% (shaded: padding)"), loc="left")
+    table = _table(["stages", "microbatches", "loops", "iterations", "padding iterations", "bubble"],
+                   [[stages, pipe.get("microbatches") if pipe.get("microbatches") is not None else "unknown",
+                     pipe.get("loops") if pipe.get("loops") is not None else "unknown", iterations,
+                     pipe["padding_iterations"], f"{pipe['bubble_fraction'] * 100:.1f}%"]],
+                   "the pipeline schedule: (S - 1) / (L*M + S - 1) of each stage's iterations are padding")
+    return _chart(_svg(fig), table, "pipeline schedule")
 
 
 def _plots(analysis, summary: dict) -> list[str]:

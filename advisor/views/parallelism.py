@@ -133,11 +133,12 @@ class Parallelism:
                 "notes": list(self.notes)}
 
 
-def of(profile: Profile) -> Optional[Parallelism]:
-    """The view for `profile`, computed on first use and kept on it (the engine computes it before the rules)."""
+def of(profile: Profile, mesh=None) -> Optional[Parallelism]:
+    """The view for `profile`, computed on first use and kept on it (the engine computes it before the
+    rules, with the mesh the user gave, if any)."""
     views = profile.views
     if "parallelism" not in views:
-        views["parallelism"] = build(profile)
+        views["parallelism"] = build(profile, mesh)
     return views["parallelism"]
 
 
@@ -149,9 +150,17 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     devices = len(profile.device_activity)
     if module is None or devices < 2:
         return None
-    collectives = [i for i in module.collectives() if _groups(i)]
-    n = max([devices] + [d + 1 for i in collectives for g in _groups(i) for d in g])
+    listed = [i for i in module.collectives() if _groups(i)]
+    n = max([devices] + [d + 1 for i in listed for g in _groups(i) for d in g])
+    # no replica groups (and no pairs): the collective runs over every device of the program
+    everyone = (tuple(range(n)),)
+    collectives = [i if _groups(i) else dataclasses.replace(i, replica_groups=everyone)
+                   for i in module.collectives() if _groups(i) or not i.source_target_pairs]
     given, source = _named_mesh(profile, mesh)
+    if given and math.prod(size for _, size in given) != n:
+        profile.notes.append(f"the mesh {', '.join(f'{a}={s}' for a, s in given)} ({source}) does not cover the "
+                             f"run's {n} devices; its axes are inferred from the HLO instead")
+        given, source = None, "inferred"
     axes = _axes_from(given) if given else _infer_axes(collectives, n)
     weights = state_dims(module)
     pipe_axis, pipeline_loop, schedule = _pipeline_ring(module, collectives, axes)
@@ -161,6 +170,9 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     if not given:
         axes = _name_axes(axes, roles, spans)
         source = "inferred"
+    else:
+        roles = _roles_from_names(roles, spans)
+    roles = _data_collectives_are_resharding(roles, spans)
     names = {a.stride: a.name for a in axes}
     label = {k: "+".join(names[a.stride] for a in v) for k, v in spans.items()}
     weights |= _gathered_dims(module, roles)
@@ -197,14 +209,44 @@ def _groups(ins: Instruction) -> tuple[tuple[int, ...], ...]:
     return tuple(g for g in ins.replica_groups if len(g) > 1)
 
 
+def parse_mesh(value) -> list[tuple[str, int]]:
+    """A mesh's axes, major first, as [(name, size), ...], from "data=2,pipe=2,tensor=2", a
+    {name: size} mapping, [[name, size], ...] or a jax.sharding.Mesh. ValueError if it is none of them."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "axis_names"):      # a jax.sharding.Mesh
+        value = dict(shape)
+    if isinstance(value, str):
+        pairs = [p.split("=", 1) for p in value.split(",") if p.strip()]
+        if not pairs or any(len(p) != 2 for p in pairs):
+            raise ValueError(f"expected NAME=SIZE,... (e.g. data=2,pipe=2,tensor=2), got {value!r}")
+        value = [(k.strip(), v.strip()) for k, v in pairs]
+    items = list(value.items()) if isinstance(value, dict) else list(value or [])
+    out = []
+    for item in items:
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise ValueError(f"expected (name, size) pairs, got {item!r}")
+        name, size = str(item[0]), item[1]
+        try:
+            size = int(size)
+        except (TypeError, ValueError):
+            raise ValueError(f"axis {name!r}: size {size!r} is not a whole number") from None
+        if not name or size < 1 or isinstance(item[1], bool):
+            raise ValueError(f"axis {name!r}: needs a name and a size of at least 1")
+        out.append((name, size))
+    if not out or len({n for n, _ in out}) != len(out):
+        raise ValueError("a mesh needs at least one axis, each named once")
+    return out
+
+
 def _named_mesh(profile: Profile, mesh) -> tuple[Optional[list[tuple[str, int]]], str]:
     if mesh:
-        return list(mesh), "given"
+        return parse_mesh(mesh), "given"
     recorded = profile.run_metadata.get("mesh")
-    if isinstance(recorded, dict) and recorded:
-        return [(str(k), int(v)) for k, v in recorded.items()], "recorded"
-    if isinstance(recorded, list) and recorded:
-        return [(str(k), int(v)) for k, v in recorded], "recorded"
+    if recorded:
+        try:
+            return parse_mesh(recorded), "recorded"
+        except ValueError as err:
+            profile.notes.append(f"the mesh recorded with the run is not usable ({err}); its axes are inferred")
     return None, "inferred"
 
 
@@ -233,8 +275,13 @@ def _infer_axes(collectives: list[Instruction], n: int) -> list[Axis]:
     found = {p for i in collectives for g in _groups(i) if (p := _progression(g))}
     kept: set[tuple[int, int]] = set()
     for size, stride in sorted(found):
-        if not _composite(size, stride, kept):
-            kept.add((size, stride))
+        # a group over a known axis and more: the known axis, and the rest as an axis of its own
+        while size > 1 and (size, stride) not in kept:
+            inner = next(((k, t) for k, t in sorted(kept) if t == stride and size % k == 0 and k < size), None)
+            if inner is None:
+                kept.add((size, stride))
+                break
+            size, stride = size // inner[0], stride * inner[0]
     # a tiling of the device order: strides chain (each axis starts where the smaller ones end)
     axes, expected = [], 1
     for size, stride in sorted(kept, key=lambda a: a[1]):
@@ -306,12 +353,15 @@ def _gathered_dims(module: HloModule, roles: dict[str, str]) -> set[tuple[int, .
 def weight_like(dims: tuple[int, ...], weights, gradient: bool = False) -> bool:
     """Shaped like a weight: a parameter (or a slice of a stacked one, a gathered copy); for a
     gradient (`gradient`: made by the backward pass) also a stack of them with one leading
-    dimension more (per-example gradients). A forward buffer [batch, *weight] is an activation
+    dimension more (per-example gradients), whole or flattened per example. A forward buffer [batch, *weight] is an activation
     (e.g. [B, T, D] beside a [T, D] position embedding)."""
     d = _squeeze(tuple(dims))
     if len(d) < 2:
         return False
-    return d in weights or (gradient and len(d) >= 3 and _squeeze(d[1:]) in weights)
+    if d in weights or (gradient and len(d) >= 3 and _squeeze(d[1:]) in weights):
+        return True
+    # per-example gradients flattened per example ([batch, prod(weight)], as a per-example norm reshapes them)
+    return gradient and len(d) == 2 and any(len(w) >= 2 and math.prod(w) == d[1] for w in weights)
 
 
 _RECOMPUTED = ("rematted_computation", "checkpoint")
@@ -336,16 +386,47 @@ def _role(ins: Instruction, module: HloModule, weights, schedule: set[str]) -> s
         if any(_inside(module, ins.loop, loop) for loop in schedule):
             return "pipeline-transfer"
         return "tensor-parallel" if len(_squeeze(operands[0])) >= 2 else "other"
-    if kind == "all-gather" and any(_squeeze(d) in weights for d in operands):
+    if kind == "all-gather" and any(_is_weight(d, weights) for d in operands):
         return "fsdp-gather"
-    if kind == "reduce-scatter" and _squeeze(ins.dims) in weights:
+    if kind == "reduce-scatter" and _is_weight(ins.dims, weights):
         return "fsdp-scatter"
-    if kind == "all-reduce" and any(_squeeze(d) in weights for d in operands):
+    if kind == "all-reduce" and any(_is_weight(d, weights) for d in operands):
         return "gradient-sync"
     if kind in ("all-gather", "reduce-scatter", "all-reduce", "all-to-all") and any(len(_squeeze(d)) >= 2
                                                                                    for d in operands):
         return "tensor-parallel"
     return "other"
+
+
+def _is_weight(dims, weights) -> bool:
+    """A collective's operand shaped like a weight, in any layout (SPMD partitioning may transpose it)."""
+    d = _squeeze(tuple(dims))
+    return len(d) >= 2 and (d in weights or any(len(w) == len(d) and sorted(w) == sorted(d) for w in weights))
+
+
+_DATA_NAMES, _MODEL_NAMES = ("data", "dp", "batch", "replica", "fsdp"), ("tensor", "model", "tp", "mp")
+
+
+def _roles_from_names(roles: dict[str, str], spans: dict[str, list]) -> dict[str, str]:
+    """With the mesh's names known: an all-reduce over the model (tensor) axis alone reduces
+    activations, whatever its shape resembles; weight-shaped all-reduces over the data axes only are
+    gradients."""
+    out = {}
+    for name, role in roles.items():
+        axes = {a.name.lower() for a in spans[name]}
+        if role == "gradient-sync" and axes and axes <= set(_MODEL_NAMES):
+            role = "tensor-parallel"
+        out[name] = role
+    return out
+
+
+def _data_collectives_are_resharding(roles: dict[str, str], spans: dict[str, list]) -> dict[str, str]:
+    """Activation collectives over an axis the gradients are reduced (or FSDP-gathered) over are the
+    SPMD partitioner's resharding there, not tensor parallelism: `other`."""
+    data = {spans[name][0].stride for name, role in roles.items()
+            if role in ("gradient-sync", "fsdp-gather", "fsdp-scatter") and len(spans[name]) == 1}
+    return {name: "other" if role == "tensor-parallel" and any(a.stride in data for a in spans[name]) else role
+            for name, role in roles.items()}
 
 
 def _inside(module: HloModule, loop: str, target: str) -> bool:
@@ -526,13 +607,14 @@ def _state(module: HloModule, axes: list[Axis], roles, spans) -> Optional[State]
         if role == "gradient-sync":
             ins = module.instructions[name]
             for a in spans[name]:
-                reduced_over.setdefault(a.stride, set()).update(_squeeze(d) for d in ins.operand_dims if d)
+                reduced_over.setdefault(a.stride, set()).update(tuple(sorted(_squeeze(d))) for d in ins.operand_dims
+                                                                if d)
     replicated, copied = [], 0
     data_axis = ""
     for a in axes:
         shapes = reduced_over.get(a.stride, set())
         bytes_ = sum(module.parameter_bytes.get(n, 0) for n in updated
-                     if _squeeze(module.parameter_dims.get(n, ())) in shapes)
+                     if tuple(sorted(_squeeze(module.parameter_dims.get(n, ())))) in shapes)
         if bytes_ >= 0.5 * total and bytes_ > 0:
             replicated.append(a)
             if bytes_ > copied:

@@ -1,0 +1,374 @@
+"""How far the step is from the hardware (`runs[].summary.efficiency`): FLOPs and bytes of the step
+program's ops (from its HLO, counted once per program: advisor/load/hlo_cost.py), the rates they
+reach over their measured time, MFU and HFU against the device's peaks, a roofline bound per op,
+and the step's verdict (compute, memory, latency, host or communication).
+
+A derived view: computed once per run from the loaded `Profile`, read by the renderers, by
+`compare`/`check` and (its op rows) by the rules; it never reads files.
+
+Conventions:
+- An op's work is its HLO instruction's cost times its executions: the program's executions
+  (counted from the ops that run once per execution) times the trip counts of the loops around
+  it, never once per kernel (an op that launches two kernels is counted once per execution).
+- Op time, categories and op rows are one device's (the mean over the devices that ran the
+  program); `flops_per_step` and `bytes_per_step` are the whole step's, over every device.
+- MFU = model matmul FLOPs per step / (step time x devices x peak matmul FLOP/s for the matmul
+  dtype); HFU counts the matmul FLOPs that were executed, the recomputation remat adds included
+  (ops JAX names `rematted_computation`).
+- An op whose execution takes under LATENCY_NS is latency-bound (too short to reach either roof);
+  else compute-bound when its arithmetic intensity (FLOPs per byte) reaches the ridge point (peak
+  FLOP/s over peak bytes/s), memory-bound below it.
+- A rate above 100% of a peak is never given as an efficiency: the share is null and a note says
+  that the peak (or the count) cannot be right.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import socket
+from typing import Any, Optional
+
+from ..categories import categorize
+from ..model import Instruction, OpStat, Profile
+from ..peaks import Peak, UserPeaks, dtype_class, match_row, row_peak
+
+LATENCY_NS = 5_000.0          # an op execution shorter than this cannot reach either roof (launch latency)
+TOP_OPS = 60                  # op rows kept in the JSON (by time) for the roofline chart
+HOST_SHARE = 0.3              # idle share of the step from which the step is called host-bound when it leads
+_REMAT = "rematted_computation"
+
+
+@dataclasses.dataclass
+class OpRow:
+    """One op of the step program on one device (the mean over devices): its measured time and the
+    work its HLO instruction does over that time."""
+    name: str
+    module: str
+    instruction: Instruction
+    category: str
+    time_ns: float                  # self time over the window
+    executions: float               # executions over the window
+    flops: Optional[float]          # over the window; None when the HLO does not say
+    transcendentals: float
+    bytes: float
+    remat: bool                     # recomputation added by remat
+
+    @property
+    def ns_per_execution(self) -> float:
+        return self.time_ns / self.executions if self.executions else self.time_ns
+
+    @property
+    def intensity(self) -> Optional[float]:
+        return self.flops / self.bytes if self.flops is not None and self.bytes > 0 else None
+
+    @property
+    def matmul(self) -> bool:
+        return self.instruction.is_matmul
+
+
+@dataclasses.dataclass
+class OpRows:
+    rows: list[OpRow]
+    executions: float               # executions of the step program per device over the window
+    devices: int                    # devices the program ran on
+    steps: int                      # steps the figures are over (0: the trace has none, figures over its window)
+
+
+def _devices_of(profile: Profile, ops: list[OpStat]) -> int:
+    planes = {o.device for o in ops}
+    if planes and planes != {""}:
+        return len(planes)
+    return max(1, len(profile.hosts[0].devices)) if profile.hosts else 1
+
+
+def op_rows(profile: Profile) -> Optional[OpRows]:
+    """The step program's ops with their work, or None without a step program or its HLO (cached on
+    the profile: rules and the view read the same rows)."""
+    if "op_rows" not in profile.views:
+        profile.views["op_rows"] = _op_rows(profile)
+    return profile.views["op_rows"]
+
+
+def _op_rows(profile: Profile) -> Optional[OpRows]:
+    """Every op of every program with HLO that ran in the window (the step program and any other the
+    steps ran, e.g. an optimizer update jitted apart), each program's executions counted from its ops."""
+    if profile.modules.get(profile.step_module or "") is None:
+        return None
+    by_module: dict[str, list[OpStat]] = collections.defaultdict(list)
+    for o in profile.ops:
+        if o.module in profile.modules:
+            by_module[o.module].append(o)
+    devices = _devices_of(profile, [o for ops in by_module.values() for o in ops])
+    rows, step_executions = [], 0.0
+    for key, ops in by_module.items():
+        executions, module_rows = _module_rows(profile.modules[key], ops, devices, len(profile.steps))
+        rows.extend(module_rows)
+        if key == profile.step_module:
+            step_executions = executions
+    rows.sort(key=lambda r: -r.time_ns)
+    return OpRows(rows, step_executions, devices, len(profile.steps))
+
+
+def _module_rows(module, ops: list[OpStat], devices: int, steps: int) -> tuple[float, list[OpRow]]:
+    time: dict[str, float] = collections.defaultdict(float)
+    count: dict[str, int] = collections.defaultdict(int)
+    for o in ops:
+        time[o.name] += o.self_ns
+        count[o.name] += o.count
+    # the program's executions: the usual count of the ops that run once per execution (an op that
+    # launches several kernels counts more, one the trace missed less)
+    once = [count[n] / devices for n in count
+            if (i := module.instructions.get(n)) is not None and i.runs == 1.0 and i.cost is not None]
+    executions = collections.Counter(once).most_common(1)[0][0] if once else float(steps or 1)
+    rows = []
+    for name, ns in time.items():
+        ins = module.instructions.get(name)
+        if ins is None or ins.cost is None or ins.opcode in ("while", "call", "conditional"):
+            continue
+        runs = ins.runs * executions if ins.runs is not None else count[name] / devices
+        cost = ins.cost
+        rows.append(OpRow(name=name, module=module.key, instruction=ins, category=categorize(ins, name), time_ns=ns / devices,
+                          executions=runs, flops=cost.flops * runs if cost.flops is not None else None,
+                          transcendentals=cost.transcendentals * runs, bytes=cost.bytes * runs,
+                          remat=_REMAT in ins.op_name))
+    return executions, rows
+
+
+def matmul_dtype(rows: list[OpRow]) -> str:
+    """The operand dtype of most matmul FLOPs ("" without matmuls)."""
+    by_dtype: dict[str, float] = collections.defaultdict(float)
+    for r in rows:
+        if r.matmul and r.flops:
+            by_dtype[r.instruction.matmul_dtype or r.instruction.dtype] += r.flops
+    return max(by_dtype, key=by_dtype.get) if by_dtype else ""
+
+
+def device_peak(profile: Profile, dtype: str, user: Optional[UserPeaks] = None) -> tuple[Optional[Peak], str]:
+    """The peaks to measure against and, when there are none, why."""
+    dtype = dtype or "f32"
+    row, trace_peak = None, None
+    active = profile.active_devices or profile.devices
+    if active:
+        d = active[0]
+        row = match_row(d.description, d.vendor, d.compute_capability, d.core_count, d.memory_bytes, d.clock_mhz)
+        if d.peak_flops_per_s or d.peak_bytes_per_s:
+            trace_peak = Peak(d.description, dtype_class(dtype), d.peak_flops_per_s, d.peak_bytes_per_s,
+                              "the trace's own device peak stats")
+    elif profile.backend != "cpu":
+        row = match_row(profile.device_name)
+    base = trace_peak or (row_peak(row, dtype) if row else None)
+    if not user and base is None and profile.hosts:
+        from ..calibrate import stored
+
+        user = stored(profile.backend, profile.hosts[0].name)    # advisor calibrate, on the host of the trace
+    if user:
+        return user.over(base, socket.gethostname() if profile.backend == "cpu" else profile.device_name,
+                         dtype_class(dtype)), ""
+    if base is not None:
+        return base, ""
+    if profile.backend == "cpu":
+        return None, ("no peak for a CPU host: pass --peak-flops and --peak-bandwidth, or measure this host "
+                      "with `advisor calibrate`")
+    return None, (f"no peak known for {profile.device_name or 'this device'}: pass --peak-flops and "
+                  "--peak-bandwidth")
+
+
+def op_bound(row: OpRow, peak: Optional[Peak]) -> Optional[str]:
+    if row.ns_per_execution < LATENCY_NS:
+        return "latency"
+    if peak is None or not peak.flops_per_s or not peak.bytes_per_s:
+        return None
+    if row.flops is None:
+        return None
+    intensity = row.flops / row.bytes if row.bytes > 0 else float("inf")
+    return "compute" if intensity >= peak.flops_per_s / peak.bytes_per_s else "memory"
+
+
+def _share(value: Optional[float], peak: Optional[float]) -> Optional[float]:
+    if value is None or not peak:
+        return None
+    return value / peak
+
+
+def _round(x: Optional[float], digits: int = 4) -> Optional[float]:
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
+def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[dict[str, Any]]:
+    """summary.efficiency, or None when the step program's HLO is not in the trace."""
+    ops = op_rows(profile)
+    if ops is None:
+        return None
+    rows, steps, devices = ops.rows, ops.steps, ops.devices
+    notes: list[str] = []
+    dtype = matmul_dtype(rows)
+    peak, why = device_peak(profile, dtype, user)
+    if why:
+        notes.append(why)
+    bounds = {id(r): op_bound(r, peak) for r in rows}
+
+    over_peak: list[str] = []
+
+    def checked(rate: Optional[float], roof: Optional[float], what: str) -> Optional[float]:
+        share = _share(rate, roof)
+        if share is not None and share > 1.0:
+            over_peak.append(f"{what} at {share:.0%}")
+            return None
+        return share
+
+    total_ns = sum(r.time_ns for r in rows)
+    unknown_ns = sum(r.time_ns for r in rows if r.flops is None)
+    flops = sum(r.flops for r in rows if r.flops is not None)
+    nbytes = sum(r.bytes for r in rows)
+    mm_flops = sum(r.flops for r in rows if r.matmul and r.flops is not None)
+    model_mm = sum(r.flops for r in rows if r.matmul and r.flops is not None and not r.remat)
+    step_ns = profile.step_time_ns
+    peak_flops = peak.flops_per_s if peak else None
+    peak_bw = peak.bytes_per_s if peak else None
+
+    for r in rows:
+        if r.time_ns <= 0:
+            continue
+        if r.flops:
+            checked(r.flops / (r.time_ns / 1e9), peak_flops, f"op {r.name}: {_rate(r.flops / (r.time_ns / 1e9))}")
+        if r.bytes:
+            checked(r.bytes / (r.time_ns / 1e9), peak_bw, f"op {r.name}: {_bw(r.bytes / (r.time_ns / 1e9))}")
+
+    categories = []
+    by_cat: dict[str, list[OpRow]] = collections.defaultdict(list)
+    for r in rows:
+        by_cat[r.category].append(r)
+    for cat, members in sorted(by_cat.items(), key=lambda kv: -sum(r.time_ns for r in kv[1])):
+        t = sum(r.time_ns for r in members) / 1e9
+        known = [r.flops for r in members if r.flops is not None]
+        f = sum(known) if known else None
+        b = sum(r.bytes for r in members)
+        fr = f / t if f is not None and t > 0 else None
+        br = b / t if t > 0 else None
+        by_bound: dict[str, float] = collections.defaultdict(float)
+        for r in members:
+            if bounds[id(r)]:
+                by_bound[bounds[id(r)]] += r.time_ns
+        categories.append({
+            "category": cat, "time_s": _round(t, 6), "flops": f, "bytes": b,
+            "flops_per_s": _round(fr), "bytes_per_s": _round(br),
+            "flops_share_of_peak": _round(checked(fr, peak_flops, f"{cat} ops: {_rate(fr)}")),
+            "bytes_share_of_peak": _round(checked(br, peak_bw, f"{cat} ops: {_bw(br)}")),
+            "bound": max(by_bound, key=by_bound.get) if by_bound else None})
+
+    # per step: over the profiled steps; a trace without steps: over its traced window, as one "step"
+    per = max(steps, 1)
+    if steps:
+        step_s = step_ns / 1e9 if step_ns else None
+    else:
+        window = [d.step_ns for d in profile.device_activity if d.step_ns]
+        step_s = sum(window) / len(window) / 1e9 if window else None
+        if step_s:
+            notes.append(f"the trace has no steps: per-step figures, MFU and HFU are over its traced window "
+                         f"({step_s * 1e3:.3g} ms)")
+    achieved_f = flops / per / step_s if step_s else None
+    achieved_b = nbytes / per / step_s if step_s else None
+    mfu = checked(model_mm / per / step_s, peak_flops, "MFU") if step_s and mm_flops else None
+    hfu = checked(mm_flops / per / step_s, peak_flops, "HFU") if step_s and mm_flops else None
+    if not step_s:
+        notes.append("no step time: MFU and the rates per step are unknown")
+    if over_peak:
+        src = peak.source if peak else "?"
+        notes.append(f"above 100% of the peak ({src}), so the peak cannot be right for this device (or the "
+                     f"count is wrong); those shares are left out: {'; '.join(over_peak[:5])}"
+                     + (f" and {len(over_peak) - 5} more" if len(over_peak) > 5 else ""))
+    unknown_share = unknown_ns / total_ns if total_ns else 0.0
+    if unknown_ns and total_ns:
+        unknown = sorted({r.instruction.custom_call_target or r.name for r in rows if r.flops is None})
+        notes.append(f"{unknown_share:.1%} of op time is in ops whose FLOPs the HLO does not say "
+                     f"({', '.join(unknown[:4])}): not counted")
+
+    bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share)
+    return {
+        "flops_per_step": flops / per * devices,
+        "bytes_per_step": nbytes / per * devices,
+        "matmul_flops_per_step": mm_flops / per * devices,
+        "model_flops_per_step": model_mm / per * devices,
+        "steps": steps,
+        "devices": devices,
+        "program_executions": _round(ops.executions * devices, 6),
+        "achieved_flops_per_s": _round(achieved_f * devices) if achieved_f is not None else None,
+        "achieved_bytes_per_s": _round(achieved_b * devices) if achieved_b is not None else None,
+        "mfu": _round(mfu), "hfu": _round(hfu),
+        "bound": bound, "verdict": verdict,
+        "peak": peak.to_json() if peak else None,
+        "matmul_dtype": dtype or None,
+        "ridge_flops_per_byte": _round(peak_flops / peak_bw) if peak_flops and peak_bw else None,
+        "latency_threshold_us": LATENCY_NS / 1e3,
+        "unknown_flops_time_share": _round(unknown_ns / total_ns) if total_ns else None,
+        "categories": categories,
+        "ops": [_op_json(r, bounds[id(r)]) for r in rows[:TOP_OPS]],
+        "notes": notes,
+    }
+
+
+def _op_json(r: OpRow, bound: Optional[str]) -> dict[str, Any]:
+    t = r.time_ns / 1e9
+    return {"name": r.name, "module": r.module, "category": r.category, "time_s": _round(t, 6), "executions": _round(r.executions, 6),
+            "flops": r.flops, "bytes": r.bytes, "intensity": _round(r.intensity),
+            "flops_per_s": _round(r.flops / t) if r.flops is not None and t > 0 else None,
+            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound}
+
+
+def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[Peak], mfu: Optional[float],
+             per: int, step_s: Optional[float], unknown_share: float) -> tuple[Optional[str], str]:
+    """The step's bound: whichever of host idle, exposed communication and the device's compute-,
+    memory- and latency-bound op time takes most of the step (ops whose bound is unknown aside)."""
+    devices = profile.device_activity
+    idle = sum(d.idle_ns for d in devices) / len(devices) if devices else 0.0
+    exposed = sum(d.exposed_ns for d in devices) / len(devices) if devices else 0.0
+    step_ns = step_s * 1e9 if step_s else None
+    by_bound: dict[str, float] = collections.defaultdict(float)
+    for r in rows:
+        by_bound[bounds[id(r)] or "unknown"] += r.time_ns / per
+    times = {"host": idle, "communication": exposed, **by_bound}
+    known = {k: v for k, v in times.items() if k != "unknown" and v > 0}
+    if not known:
+        if by_bound.get("unknown") and peak is None:
+            return None, ("compute or memory bound unknown without peaks: pass --peak-flops and --peak-bandwidth, "
+                          "or run `advisor calibrate`")
+        return None, "unknown: no op time measured"
+    top = max(known, key=known.get)
+    pct = f"{known[top] / step_ns:.0%} of the step" if step_ns else "most of the device time"
+    if peak is None and times.get("unknown", 0) > known[top]:
+        share = f" ({times['unknown'] / step_ns:.0%} of the step)" if step_ns else ""
+        return None, (f"compute- or memory-bound unknown without peaks: most time is in device ops{share}; pass "
+                      "--peak-flops and --peak-bandwidth, or run `advisor calibrate`")
+    caveat = ""
+    if top in ("compute", "memory", "latency") and times.get("unknown", 0) > known[top]:
+        caveat = (f"; more op time ({times['unknown'] / step_ns:.0%} of the step) is in ops whose bound is unknown"
+                  if step_ns else "; more op time is in ops whose bound is unknown")
+        caveat += " (no FLOP count)" if peak is not None else " (no peaks: pass --peak-flops and --peak-bandwidth)"
+    if top == "host":
+        return "host", f"host-bound: the device is idle {pct}, waiting for the host"
+    if top == "communication":
+        return "communication", f"communication-bound: exposed collectives take {pct}"
+    if top == "latency":
+        short = [r for r in rows if bounds[id(r)] == "latency"]
+        n = sum(r.executions for r in short) / per
+        return "latency", (f"latency-bound: {n:,.0f} op executions per step under {LATENCY_NS / 1e3:g} µs take "
+                           f"{pct}" + caveat)
+    if top == "compute":
+        at = f"at {mfu:.1%} of peak {peak.dtype} matmul throughput (MFU)" if mfu is not None and peak else \
+            "matmul throughput share unknown"
+        return "compute", f"compute-bound: compute-bound ops take {pct}, {at}" + caveat
+    mem = [r for r in rows if bounds[id(r)] == "memory"]
+    t = sum(r.time_ns for r in mem) / 1e9
+    rate = sum(r.bytes for r in mem) / t if t > 0 else None
+    share = _share(rate, peak.bytes_per_s if peak else None)
+    names = ", ".join(r.name for r in mem[:3])
+    at = f"at {share:.0%} of HBM bandwidth" if share is not None and share <= 1 else "bandwidth share unknown"
+    return "memory", f"memory-bandwidth-bound: memory-bound ops ({names}) take {pct}, {at}" + caveat
+
+
+def _rate(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x / 1e12:.3g} TFLOP/s" if x >= 1e11 else f"{x / 1e9:.3g} GFLOP/s"
+
+
+def _bw(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x / 1e12:.3g} TB/s" if x >= 1e11 else f"{x / 1e9:.3g} GB/s"

@@ -1,0 +1,199 @@
+"""The efficiency view (summary.efficiency) on programs whose work can be counted on paper, the
+bound they get with given peaks, the peak table, and the real GPU traces.
+
+Paper counts (float32, batch B=1024, width D=512, L=4 layers, one training step):
+- unrolled MLP: each layer's forward [B,D]@[D,D] is 2BD^2 FLOPs, its backward two more (the
+  gradients of the weight and of the input), except that the first layer's input needs no
+  gradient: (3L - 1) x 2BD^2.
+- scanned MLP: the same, but the scan's backward computes the input gradient of every layer,
+  the first included: 3L x 2BD^2.
+"""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import advisor
+from conftest import FIXTURES, cli
+from advisor.peaks import ROWS, match_row, user_peaks
+
+B, D, L = 1024, 512, 4
+PEAKS = {"peak_flops": "2T", "peak_bandwidth": "100GB/s"}     # given: ridge point 20 FLOP/B
+
+
+def _unrolled(ws, x):
+    for w in ws:
+        x = jnp.tanh(x @ w)
+    return jnp.mean(x ** 2)
+
+
+def _scanned(ws, x):
+    return jnp.mean(jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), x, ws)[0] ** 2)
+
+
+def _chain(x):
+    for _ in range(8):
+        x = x * 1.0001 + 0.5
+    return x
+
+
+def _record(logdir, fn, args, steps=3, **kwargs):
+    step = jax.jit(fn)
+    jax.block_until_ready(step(*args))     # compiled before the trace
+    with advisor.trace(logdir, select=[], **kwargs) as t:
+        for _ in range(steps):
+            with t.step():
+                out = step(*args)
+        jax.block_until_ready(out)
+    return t.report.runs[0].summary["efficiency"]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    ws = jax.random.normal(jax.random.PRNGKey(0), (L, D, D)) / D ** 0.5
+    x = jax.random.normal(jax.random.PRNGKey(1), (B, D))
+    grad = jax.grad(_unrolled)
+    return {
+        "unrolled": _record(tmp_path_factory.mktemp("unrolled"), grad, ([ws[i] for i in range(L)], x), **PEAKS),
+        "scanned": _record(tmp_path_factory.mktemp("scanned"), jax.grad(_scanned), (ws, x), **PEAKS),
+        "chain": _record(tmp_path_factory.mktemp("chain"), _chain, (jnp.ones((4096, 4096)),), **PEAKS),
+    }
+
+
+def test_matmul_flops_per_step_match_the_paper_count(recorded):
+    assert recorded["unrolled"]["matmul_flops_per_step"] == pytest.approx((3 * L - 1) * 2 * B * D * D, rel=0.05)
+    assert recorded["scanned"]["matmul_flops_per_step"] == pytest.approx(3 * L * 2 * B * D * D, rel=0.05)
+    assert recorded["unrolled"]["steps"] == recorded["scanned"]["steps"] == 3
+
+
+def test_bound_with_given_peaks(recorded):
+    for name in ("unrolled", "scanned"):
+        eff = recorded[name]
+        assert eff["bound"] == "compute", eff["verdict"]
+        assert eff["verdict"].startswith("compute-bound") and "MFU" in eff["verdict"]
+        assert 0 < eff["mfu"] <= 1 and eff["mfu"] == eff["hfu"]        # no remat
+        matmul = next(c for c in eff["categories"] if c["category"] == "matmul")
+        assert matmul["bound"] == "compute"
+    chain = recorded["chain"]
+    assert chain["bound"] == "memory", chain["verdict"]
+    assert chain["verdict"].startswith("memory-bandwidth-bound")
+
+
+def test_every_share_names_its_peak(recorded):
+    for eff in recorded.values():
+        peak = eff["peak"]
+        assert peak["flops_per_s"] == 2e12 and peak["bytes_per_s"] == 100e9
+        assert "peak_flops=" in peak["source"] and "peak_bandwidth=" in peak["source"]
+        assert eff["ridge_flops_per_byte"] == 20
+        for c in eff["categories"]:
+            for key in ("flops_share_of_peak", "bytes_share_of_peak"):
+                assert c[key] is None or 0 <= c[key] <= 1
+
+
+def test_no_peak_on_cpu_says_how_to_give_one(loaded_profile):
+    eff = loaded_profile("transformer_scan")[0].summary["efficiency"]
+    assert eff["peak"] is None and eff["mfu"] is None and eff["bound"] is None
+    assert "--peak-flops" in eff["verdict"] and "calibrate" in eff["verdict"]
+    assert eff["matmul_flops_per_step"] > 0 and eff["steps"] == 2
+
+
+def test_a_peak_below_what_was_measured_is_never_a_share():
+    doc = cli("analyze", FIXTURES / "transformer_scan", "--format", "json", "--peak-flops", "1G",
+              "--peak-bandwidth", "1GB/s")
+    eff = __import__("json").loads(doc.stdout)["runs"][0]["summary"]["efficiency"]
+    assert eff["mfu"] is None and eff["hfu"] is None
+    assert all(c["flops_share_of_peak"] is None for c in eff["categories"])
+    assert any("cannot be right" in n for n in eff["notes"])
+    assert eff["peak"]["source"] == "FLOP/s: --peak-flops; bytes/s: --peak-bandwidth"
+
+
+def test_text_report_has_the_verdict_on_top_and_the_section():
+    out = cli("analyze", FIXTURES / "transformer_scan", "--peak-flops", "2T", "--peak-bandwidth", "100GB/s").stdout
+    lines = out.splitlines()
+    assert lines[1].startswith("verdict: ")
+    assert "MFU / HFU" in out and "op time by category on one device, over 2 steps" in out
+    assert "source: FLOP/s: --peak-flops; bytes/s: --peak-bandwidth" in out
+
+
+def test_bad_peak_flag_is_one_line_exit_2():
+    proc = cli("analyze", FIXTURES / "transformer_scan", "--peak-flops", "fast")
+    assert proc.returncode == 2 and "--peak-flops expects a positive rate" in proc.stderr
+
+
+@pytest.mark.parametrize("description,vendor,cc,cores,memory,expected", [
+    ("AMD GPU, gfx 9.4, 304 CUs", "AMD", "9.4", 304, 192e9, "AMD Instinct MI300X"),
+    ("AMD GPU, gfx 9.4, 304 CUs", "AMD", "9.4", 304, 256e9, "AMD Instinct MI325X"),
+    ("AMD GPU, gfx 9.5, 256 CUs", "AMD", "9.5", 256, 288e9, "AMD Instinct MI355X"),
+    ("NVIDIA H100 80GB HBM3", "Nvidia", "9.0", 132, 80e9, "NVIDIA H100 SXM"),
+    ("NVIDIA H100 PCIe", "Nvidia", "9.0", 114, 80e9, "NVIDIA H100 PCIe"),
+    ("NVIDIA H200", "Nvidia", "9.0", 132, 141e9, "NVIDIA H200 SXM"),
+    ("NVIDIA A100-SXM4-40GB", "Nvidia", "8.0", 108, 40e9, "NVIDIA A100 40GB SXM"),
+    ("NVIDIA A100-SXM4-80GB", "Nvidia", "8.0", 108, 80e9, "NVIDIA A100 80GB SXM"),
+    ("NVIDIA L4", "Nvidia", "8.9", 58, 24e9, "NVIDIA L4"),
+    ("NVIDIA B200", "Nvidia", "10.0", 148, 180e9, "NVIDIA B200"),
+    ("Tesla V100-SXM2-16GB", "Nvidia", "7.0", 80, 16e9, None),
+    ("TPU v5 lite", "", "", None, None, "Google TPU v5e"),
+])
+def test_peak_row_from_device_facts(description, vendor, cc, cores, memory, expected):
+    row = match_row(description, vendor, cc, cores, int(memory) if memory else None)
+    assert (row.device if row else None) == expected
+
+
+def test_every_row_cites_its_source():
+    assert len(ROWS) >= 16
+    for row in ROWS:
+        assert row.source and "(20" in row.source and row.bytes_per_s > 0 and "bf16" in row.flops
+        assert row.f32_matmul in row.flops
+
+
+def test_user_peaks_parse_units():
+    p = user_peaks("989TFLOP/s", "3.35TB/s")
+    assert p.flops_per_s == pytest.approx(989e12) and p.bytes_per_s == pytest.approx(3.35e12)
+    assert user_peaks(None, None) is None
+
+
+@pytest.fixture(scope="module")
+def gpu(loaded_profile):
+    traces = FIXTURES / "gpu-traces"
+    if not (traces / "jax08_attention").exists():
+        pytest.skip("fixtures/gpu-traces is absent")
+    return {name: loaded_profile(traces / name)[0].summary["efficiency"]
+            for name in ("jax08_attention", "te_fused_attn")}
+
+
+def test_real_gpu_traces(gpu):
+    """The MI300X and MI355X traces: GEMM calls counted, no share above 100%, every peak named."""
+    mi300 = gpu["jax08_attention"]
+    assert mi300["peak"]["device"] == "AMD Instinct MI300X" and "data sheet" in mi300["peak"]["source"]
+    gemms = [o for o in mi300["ops"] if o["name"].startswith("custom-call")]
+    assert gemms and all(o["flops"] > 0 and o["bound"] == "compute" for o in gemms)
+    assert gpu["te_fused_attn"]["peak"]["device"] == "AMD Instinct MI355X"
+    assert gpu["te_fused_attn"]["unknown_flops_time_share"] > 0.3     # the fused-attention calls
+    for eff in gpu.values():
+        assert eff["peak"]["source"]
+        for share in [eff["mfu"], eff["hfu"]] + [c[k] for c in eff["categories"]
+                                                 for k in ("flops_share_of_peak", "bytes_share_of_peak")]:
+            assert share is None or 0 <= share <= 1
+        assert not any("cannot be right" in n for n in eff["notes"])
+
+
+def test_html_report_has_the_roofline_and_the_category_table():
+    traces = FIXTURES / "gpu-traces" / "te_fused_attn"
+    if not traces.exists():
+        pytest.skip("fixtures/gpu-traces is absent")
+    page = advisor.analyze(traces, select=[]).to_html()
+    assert 'aria-label="roofline"' in page and "<svg" in page
+    assert "op time by category on one device" in page and "AMD Instinct MI355X" in page
+    assert "verdict" in page
+
+
+def test_check_gates_on_mfu_and_compare_shows_it():
+    peaks = ["--peak-flops", "200G", "--peak-bandwidth", "20GB/s"]
+    ok = cli("check", FIXTURES / "transformer_scan", "--min-mfu", "10%", *peaks)
+    assert ok.returncode == 0 and "budget:mfu: MFU 14.7%" in ok.stdout
+    low = cli("check", FIXTURES / "transformer_scan", "--min-mfu", "20%", *peaks)
+    assert low.returncode == 1 and "FAIL  budget:mfu" in low.stdout
+    unknown = cli("check", FIXTURES / "transformer_scan", "--min-mfu", "20%")
+    assert unknown.returncode == 1 and "MFU unknown" in unknown.stdout
+    out = cli("compare", FIXTURES / "transformer_scan", FIXTURES / "transformer_remat", *peaks).stdout
+    assert "MFU" in out and "14.7%" in out and "--peak-flops" in out

@@ -1,0 +1,96 @@
+"""unaligned-matmul, layout-copies and launch-bound: firing on traces that have the problem, silent on
+ones that do not (the CPU corpus programs are covered by tests/test_corpus.py: the three rules are
+for GPUs and TPUs and stay silent there).
+
+No GPU here: the GPU traces are built to ../shared/GPU_XPLANE_SCHEMA.md by fixtures/gpu/build.py
+from real CPU recordings of two small programs (its kernels are the CPU ops, each a twentieth of
+its CPU time), so the HLO, its shapes and layouts are XLA's own.
+"""
+
+import dataclasses
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from conftest import FIXTURES
+from advisor.engine import analyze_path, select_rules
+
+sys.path.insert(0, str(FIXTURES / "gpu"))
+import build as builder  # noqa: E402
+
+RULES = ["unaligned-matmul", "layout-copies", "launch-bound"]
+
+
+def _problem(x, w):
+    h = jnp.tanh(x @ w[:, :57])                              # [1001, 1001] x [1001, 57]: not multiples of 4
+    return h, jnp.transpose(x.reshape(7, 143, 7, 143), (2, 3, 0, 1))   # x returned transposed: a layout copy
+
+
+def _clean(x, w):
+    return jnp.tanh(x @ w)                                   # [1024, 1024] x [1024, 1024], no transpose
+
+
+def _record(logdir, fn, args, steps=3):
+    step = jax.jit(fn)
+    jax.block_until_ready(step(*args))
+    with jax.profiler.trace(str(logdir)):
+        for i in range(steps):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                out = jax.block_until_ready(step(*args))
+    return out
+
+
+@pytest.fixture(scope="module")
+def gpu_traces(tmp_path_factory):
+    out = {}
+    for name, fn, n in (("problem", _problem, 1001), ("clean", _clean, 1024)):
+        cpu = tmp_path_factory.mktemp(f"cpu_{name}")
+        _record(cpu, fn, (jnp.ones((n, n)), jnp.ones((n, n))))
+        root = tmp_path_factory.mktemp(f"gpu_{name}")
+        scenario = dataclasses.replace(builder.SCENARIOS["gpu_scan"], source=str(cpu))
+        builder.build(name, scenario, root)
+        (analysis,) = analyze_path(root / name, select_rules(RULES))
+        out[name] = analysis
+    return out
+
+
+def _by_rule(analysis):
+    return {f.rule: f for f in analysis.findings}
+
+
+def test_unaligned_matmul_fires_and_names_the_padded_size(gpu_traces):
+    f = _by_rule(gpu_traces["problem"])["unaligned-matmul"]
+    assert "not a multiple of 4" in f.title          # float32 matmuls run as TF32 on an H100: 16 bytes = 4
+    (mm,) = f.evidence["matmuls"]
+    assert mm["batch_m_n_k"] == [1, 1001, 57, 1001]
+    assert mm["unaligned"] == {"M": {"size": 1001, "padded": 1004}, "N": {"size": 57, "padded": 60},
+                               "K": {"size": 1001, "padded": 1004}}
+    assert f.recommendation.expected.saving is None      # no aligned matmul ran to compare with
+
+
+def test_layout_copies_fires_on_the_transposed_output(gpu_traces):
+    f = _by_rule(gpu_traces["problem"])["layout-copies"]
+    assert f.evidence["layout_share_of_op_time"] >= 0.15
+    assert f.recommendation.expected.saving > 0 and "NHWC" in f.recommendation.text
+
+
+def test_silent_on_the_clean_program(gpu_traces):
+    assert _by_rule(gpu_traces["clean"]) == {}
+
+
+def test_launch_bound_fires_on_many_tiny_kernels_and_not_on_few_large(loaded_profile):
+    fired = {f.rule: f for f in loaded_profile("gpu_bf16")[0].findings}["launch-bound"]
+    assert fired.evidence["small_kernels_per_step"] >= 200
+    assert fired.evidence["small_kernel_share_of_kernel_time"] >= 0.3
+    assert "launch-bound" not in {f.rule for f in loaded_profile("gpu_scan")[0].findings}
+
+
+def test_silent_on_the_real_gpu_traces(loaded_profile):
+    traces = FIXTURES / "gpu-traces"
+    if not traces.exists():
+        pytest.skip("fixtures/gpu-traces is absent")
+    for name in ("jax08_attention", "te_fused_attn", "tf_bert_v100_multiworker"):
+        fired = {f.rule for a in loaded_profile(traces / name) for f in a.findings}
+        assert not fired & set(RULES), name
