@@ -117,7 +117,8 @@ class StepTimeEvidence:
 
 def run_check(analysis: Analysis, baseline: Optional[Metrics], fail_on: str,
               max_step_time_regression: float, max_memory_regression: float, rule_ids: list[str],
-              evidence: Optional[StepTimeEvidence] = None, strict_time: bool = False) -> CheckResult:
+              evidence: Optional[StepTimeEvidence] = None, strict_time: bool = False,
+              min_mfu: Optional[float] = None) -> CheckResult:
     evidence = evidence or StepTimeEvidence()
     new = metrics(analysis)
     comparison = None
@@ -144,7 +145,8 @@ def run_check(analysis: Analysis, baseline: Optional[Metrics], fail_on: str,
             why = "new since the baseline" if is_new else f"severity {worst.severity} >= --fail-on {fail_on}"
             checks.append(Check(f"rule:{rule}", False, f"{worst.title} ({why})", "error", worst.source))
         else:
-            checks.append(Check(f"rule:{rule}", True, f"{worst.severity}: {worst.title} (also in the baseline)",
+            why = "also in the baseline" if comparison is not None else f"below --fail-on {fail_on}"
+            checks.append(Check(f"rule:{rule}", True, f"{worst.severity}: {worst.title} ({why})",
                                 "warning", worst.source))
     if evidence.paired is not None:
         checks.append(paired_time_check(evidence, max_step_time_regression))
@@ -152,7 +154,19 @@ def run_check(analysis: Analysis, baseline: Optional[Metrics], fail_on: str,
         checks.append(recorded_time_check(comparison, max_step_time_regression, evidence, strict_time))
     if comparison is not None:
         checks.append(_memory_check(comparison, max_memory_regression))
+    if min_mfu is not None:
+        checks.append(mfu_check(new, min_mfu, comparison.base if comparison is not None else None))
     return CheckResult(checks=checks, comparison=comparison, analysis=analysis, evidence=evidence)
+
+
+def mfu_check(new: Metrics, min_mfu: float, base: Optional[Metrics] = None) -> Check:
+    """--min-mfu: the step's MFU (summary.efficiency) at least this share of the named peak."""
+    before = f" (baseline {base.mfu:.1%})" if base is not None and base.mfu is not None else ""
+    if new.mfu is None:
+        return Check("budget:mfu", False, f"MFU unknown (no peak for this device, or no step time): give "
+                                          f"--peak-flops and --peak-bandwidth, or run advisor calibrate{before}")
+    return Check("budget:mfu", new.mfu >= min_mfu,
+                 f"MFU {new.mfu:.1%} against {new.mfu_peak}{before}; at least {min_mfu:.1%} asked")
 
 
 def paired_time_check(evidence: StepTimeEvidence, threshold: float) -> Check:

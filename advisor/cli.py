@@ -20,7 +20,7 @@ from . import __version__
 from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
 from .outputs import atomic_open, refuse_overwrite, write_text
-from .report.escape import terminal, visible
+from .report.escape import github_commands_off, terminal, visible
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -240,8 +240,9 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
         _err.print(terminal(f"advisor: report written to {output}"))
     else:
         from .report.text import render
-        render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160), failed,
-               path)
+        with github_commands_off():
+            render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160), failed,
+                   path)
     return failed
 
 
@@ -337,16 +338,19 @@ def _report_oom(name, preset, items, err, fmt, progress) -> None:
 @click.argument("new", callback=_trace_path)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
+@peak_options
 @user_errors
-def compare_cmd(base, new, fmt, output):
+def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     """Compare two runs (or two folders of runs, matched by name): step time with its measured
-    spread, peak memory, op time by category, findings added and removed."""
+    spread, peak memory, MFU (against the same peak on both sides), op time by category, findings
+    added and removed."""
     from .compare import compare, match_runs, metrics
     from .engine import analyze_path
 
     _check_output(fmt, output)
     refuse_overwrite({"--output": output}, [base, new])
-    pairs = match_runs(analyze_path(base), analyze_path(new), base, new)
+    peaks = resolve_peaks(peak_flops, peak_bandwidth)
+    pairs = match_runs(analyze_path(base, peaks=peaks), analyze_path(new, peaks=peaks), base, new)
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
                            "or two folders that hold runs in same-named subfolders")
@@ -361,7 +365,8 @@ def compare_cmd(base, new, fmt, output):
                                   {"pairs": [{"name": name, **c.to_json()} for name, c in results]}, warnings)))
     else:
         from .report.compare_text import render
-        render(results, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        with github_commands_off():
+            render(results, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
 
 
 @main.command("check")
@@ -381,6 +386,9 @@ def compare_cmd(base, new, fmt, output):
                    "recorded baseline: beyond the measured noise).")
 @click.option("--max-memory-regression", default="5%", show_default=True,
               help="Fail when peak memory grows by more than this.")
+@click.option("--min-mfu", metavar="PCT",
+              help="Fail when the step's MFU (model FLOPs / (step time x devices x peak)) is below this, e.g. 35%; "
+                   "the peak is the device table's, or --peak-flops/--peak-bandwidth, or advisor calibrate's.")
 @click.option("--base-python", metavar="PATH",
               help="Time the base side with this interpreter (another checkout's venv with advisor installed), "
                    "interleaved with this one (needs --workload).")
@@ -397,11 +405,13 @@ def compare_cmd(base, new, fmt, output):
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report of the checked run.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @rule_options
+@peak_options
 @cache_option
 @user_errors
 def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_baseline, fail_on,
-              max_step_time_regression, max_memory_regression, base_python, rounds, round_steps, strict_time,
-              allow_partial, junit, sarif, html_out, fmt, select, ignore, option, device_memory):
+              max_step_time_regression, max_memory_regression, min_mfu, base_python, rounds, round_steps,
+              strict_time, allow_partial, junit, sarif, html_out, fmt, select, ignore, option, device_memory,
+              peak_flops, peak_bandwidth):
     """Pre-merge check: fail when the training step got slower, heavier, or gained a known anti-pattern.
 
     \b
@@ -430,14 +440,17 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
         raise AdvisorError("give either a trace PATH or --workload NAME to check")
     if base_python and not workload:
         raise AdvisorError("--base-python times the base side by running it: give --workload NAME too")
-    if not baseline and not write_baseline and not base_python:
-        raise AdvisorError("give --baseline FILE to compare with, or --write-baseline FILE to create one")
+    if not baseline and not write_baseline and not base_python and min_mfu is None:
+        raise AdvisorError("give --baseline FILE to compare with, or --write-baseline FILE to create one "
+                           "(or --min-mfu to judge efficiency alone)")
     refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out, "--write-baseline": write_baseline},
                      [path])
     # --write-baseline onto --baseline updates it (read first, replaced whole): the other outputs never
     refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out}, [baseline])
     step_budget = parse_percent(max_step_time_regression, "--max-step-time-regression")
     memory_budget = parse_percent(max_memory_regression, "--max-memory-regression")
+    mfu_floor = parse_percent(min_mfu, "--min-mfu") if min_mfu is not None else None
+    peaks = resolve_peaks(peak_flops, peak_bandwidth)
     base, base_workload = read_baseline_doc(baseline) if baseline else (None, None)
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
     workload_info = None
@@ -470,7 +483,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                     workers = start_pair()
                 path = profile_workload(workload, preset, config, logdir or Path(tmp), progress)
                 workload_info = {"name": workload, "preset": preset, "overrides": items}
-            analyses = analyze_path(path, rules, options, device_memory=capacity)
+            analyses = analyze_path(path, rules, options, device_memory=capacity, peaks=peaks)
             if len(analyses) != 1:
                 raise AdvisorError(f"{path}: holds {len(analyses)} runs; check takes one run (give its run folder)")
             (analysis,) = analyses
@@ -488,7 +501,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                 evidence.paired, again = confirm(first, start_pair, step_budget, rounds, round_steps, progress)
                 workers += again
             result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
-                               evidence, strict_time)
+                               evidence, strict_time, mfu_floor)
             time_check = next((c for c in result.checks if c.name == "budget:step-time"), None)
             if workload and not workers and time_check is not None and time_check.level == "error" \
                     and not time_check.passed:
@@ -497,7 +510,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                 evidence.remeasured_ms = remeasure(new_spec)
                 evidence.load = max(os.getloadavg()[0] - 1, 0.0) / (os.cpu_count() or 1)
                 result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
-                                   evidence, strict_time)
+                                   evidence, strict_time, mfu_floor)
     finally:
         for w in workers:
             w.close()
@@ -519,7 +532,8 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
         click.echo(dumps(envelope("check", inputs, {"check": result.to_json()}, warnings)))
     else:
         from .report.check_text import render
-        render(result, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        with github_commands_off():
+            render(result, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
     sys.exit(0 if result.passed else 1)
 
 
@@ -588,15 +602,15 @@ def list_rules(fmt):
     if fmt == "json":
         from .report.json_report import dumps, envelope
         click.echo(dumps(envelope("rules", [], {"rules": [
-            {"id": r.id, "severity": r.severity, "backends": list(r.backends), "summary": r.summary,
-             "options": {k: v for k, v in r.options.items()}} for r in all_rules()]})))
+            {"id": r.id, "severity": r.severity, "escalation": r.escalation, "backends": list(r.backends),
+             "summary": r.summary, "options": {k: v for k, v in r.options.items()}} for r in all_rules()]})))
         return
     table = Table()
     for column in ("rule", "severity", "backends"):
         table.add_column(column, no_wrap=True)
     table.add_column("detects")
     for rule in all_rules():
-        table.add_row(rule.id, rule.severity, ", ".join(rule.backends), rule.summary)
+        table.add_row(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary)
     Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(table)
 
 
@@ -612,7 +626,8 @@ def explain(rule_id, fmt):
     if fmt == "json":
         from .report.json_report import dumps, envelope
         click.echo(dumps(envelope("explain", [rule_id], {"rule": {
-            "id": rule.id, "severity": rule.severity, "backends": list(rule.backends), "summary": rule.summary,
+            "id": rule.id, "severity": rule.severity, "escalation": rule.escalation, "backends": list(rule.backends),
+            "summary": rule.summary,
             "options": dict(rule.options), "doc": rule.doc.strip()}})))
         return
     click.echo(rule.doc.strip())
@@ -697,8 +712,9 @@ def _print_docs(docs: list[dict], fmt: str, read_from: str, command: str = "anal
         click.echo(render(docs, read_from, command, failed=failed))
     else:
         from .report.text import render
-        render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160),
-               list(failed), read_from)
+        with github_commands_off():
+            render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160),
+                   list(failed), read_from)
 
 
 def entry() -> None:

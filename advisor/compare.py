@@ -22,6 +22,8 @@ class Metrics:
     category_ms_per_step: dict[str, float]
     findings: dict[str, str]            # rule id -> severity
     titles: dict[str, str] = dataclasses.field(default_factory=dict)
+    mfu: Optional[float] = None         # summary.efficiency.mfu; None where no peak is known
+    mfu_peak: str = ""                  # the peak MFU is measured against, and its source
 
     @property
     def step_time_ms(self) -> Optional[float]:
@@ -38,7 +40,7 @@ class Metrics:
         return {"backend": self.backend, "device": self.device, "step_times_ms": self.step_times_ms,
                 "step_time_ms": self.step_time_ms, "peak_memory_bytes": self.peak_memory_bytes,
                 "category_ms_per_step": self.category_ms_per_step, "findings": self.findings,
-                "titles": self.titles}
+                "titles": self.titles, "mfu": self.mfu, "mfu_peak": self.mfu_peak}
 
     @classmethod
     def from_json(cls, doc: dict) -> "Metrics":
@@ -49,13 +51,16 @@ class Metrics:
                         ("step_times_ms", lambda v: isinstance(v, list) and all(map(number, v))),
                         ("peak_memory_bytes", lambda v: v is None or number(v)),
                         ("category_ms_per_step", lambda v: isinstance(v, dict) and all(map(number, v.values()))),
-                        ("findings", lambda v: isinstance(v, dict)), ("titles", lambda v: isinstance(v, dict))):
+                        ("findings", lambda v: isinstance(v, dict)), ("titles", lambda v: isinstance(v, dict)),
+                        ("mfu", lambda v: v is None or (number(v) and v <= 1)),
+                        ("mfu_peak", lambda v: isinstance(v, str))):
             if key in doc and not ok(doc[key]):
                 raise TypeError(f"metrics.{key} is {str(doc[key])[:60]!r}, not what a baseline holds")
         return cls(backend=doc["backend"], device=doc["device"], step_times_ms=list(doc["step_times_ms"]),
                    peak_memory_bytes=doc.get("peak_memory_bytes"),
                    category_ms_per_step=dict(doc.get("category_ms_per_step", {})),
-                   findings=dict(doc.get("findings", {})), titles=dict(doc.get("titles", {})))
+                   findings=dict(doc.get("findings", {})), titles=dict(doc.get("titles", {})),
+                   mfu=doc.get("mfu"), mfu_peak=doc.get("mfu_peak", ""))
 
 
 def metrics(analysis: Analysis) -> Metrics:
@@ -77,7 +82,11 @@ def metrics(analysis: Analysis) -> Metrics:
     if p.steps and p.busy:
         total = sum(s.duration_ns for s in p.steps)
         cats["host (device idle)"] = max(total - p.busy_in_steps_ns(), 0.0)
+    eff = analysis.summary.get("efficiency") or {}
+    peak = eff.get("peak") or {}
     return Metrics(
+        mfu=eff.get("mfu"),
+        mfu_peak=f"{peak.get('device')} {peak.get('dtype')} ({peak.get('source')})" if peak else "",
         backend=p.backend,
         device=p.device_name,
         step_times_ms=[round(ns / 1e6, 3) for ns in p.step_durations_ns()],   # the slowest host's, per step

@@ -19,7 +19,7 @@ def rules_table(link: str = "") -> str:
 
     lines = ["| rule | default severity | backends | what it detects |", "| --- | --- | --- | --- |"]
     for rule in all_rules():
-        lines.append(f"| [`{rule.id}`]({link}#{rule.id}) | {rule.severity} | {', '.join(rule.backends)} "
+        lines.append(f"| [`{rule.id}`]({link}#{rule.id}) | {rule.severity_text} | {', '.join(rule.backends)} "
                      f"| {rule.summary} |")
     return "\n".join(lines)
 

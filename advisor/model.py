@@ -150,6 +150,8 @@ class HloModule:
     output_bytes: int
     has_remat: bool                      # JAX marked some ops as rematerialized (checkpoint)
     grad_accumulation_steps: Optional[int] = None   # trip count of a loop computing gradients (0: unknown)
+    # optax.MultiSteps: gradients accumulated across calls, the update applied every k-th (0: k unknown)
+    multisteps_every: Optional[int] = None
     updated_parameters: frozenset[int] = frozenset()  # entry parameters returned updated (train state)
     # entry parameter number -> True split over devices, False a full copy on each, None unknown
     parameter_sharded: dict[int, Optional[bool]] = dataclasses.field(default_factory=dict)

@@ -115,6 +115,10 @@ USER_TERMS = {
                                     "`nnx.remat(block_fn)`, plain JAX `jax.lax.scan(jax.checkpoint(layer), ...)`; "
                                     "remat in an unrolled loop often frees nothing (XLA schedules the recomputation "
                                     "early)",
+    (Kind.REMAT, "cell"): "remat the recurrent cell so each time step stacks only its carried state: Linen "
+                          "`nn.RNN(nn.remat(nn.GRUCell)(...))`, NNX `nnx.remat` on the cell, plain JAX "
+                          "`jax.lax.scan(jax.checkpoint(step), ...)`; or leave it, if the step time it costs "
+                          "matters more than the copies",
     (Kind.REMAT, "sub_blocks"): "remat the sub-blocks (e.g. MLP and attention) instead of the whole block: "
                                 "Linen `nn.remat(MLP)`, NNX `nnx.remat`, plain JAX `jax.checkpoint` on each part",
     (Kind.REMAT, "stage"): "remat the stage step inside the pipeline's schedule loop: `jax.checkpoint(stage_fn)` "

@@ -19,6 +19,12 @@ class Rule:
     check: Callable[..., Iterable[Finding]]   # check(profile, **options)
     doc: str                        # the rule module's docstring
     notes: Optional[Callable[[Profile], list[str]]] = None   # what the run's notes should say (e.g. warm-up)
+    escalation: str = ""            # when a finding's severity rises above the default, e.g. "error when ..."
+
+    @property
+    def severity_text(self) -> str:
+        """The default severity, with when it rises: what tables print."""
+        return f"{self.severity} ({self.escalation})" if self.escalation else self.severity
 
     @property
     def options(self) -> dict[str, Any]:

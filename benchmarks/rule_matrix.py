@@ -113,7 +113,7 @@ def corpus_rows() -> list[tuple[str, set, dict, dict]]:
     with tempfile.TemporaryDirectory() as tmp:
         for case in CASES:
             print(f"analyzing corpus {case} ...", file=sys.stderr, flush=True)
-            analyses, failed = analyze_all(materialize(case, Path(tmp)))
+            analyses, failed = analyze_all(materialize(case, Path(tmp)), device_memory=CASES[case].get("device_memory"))
             if failed:
                 raise SystemExit(f"corpus {case}: {failed[0].reason}")
             sev: dict[str, list[str]] = {}

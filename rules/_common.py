@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Optional
 
 from advisor.model import Buffer, Profile
@@ -122,11 +123,15 @@ def is_attention_logits(shape: str, min_len: int = 32) -> bool:
 
 
 def kept_by_remat(buffers) -> int:
-    """What remat would still keep: the narrowest activations (each block's input)."""
+    """What remat would still keep: the narrowest activations (each block's input). When every
+    activation has the same width, the block inputs are not among them (they are shaped like the
+    step's input, or not saved apart) and remat keeps none of these."""
     ranked = [b for b in buffers if len(dims(b.shape)) >= 2]
     if not ranked:
         return 0
     narrowest = min(last_dim(b.shape) for b in ranked)
+    if all(last_dim(b.shape) == narrowest for b in ranked):
+        return 0
     return sum(b.bytes for b in ranked if last_dim(b.shape) == narrowest)
 
 
@@ -181,8 +186,64 @@ def indexed_scopes(profile: Profile, buffers) -> int:
                 continue
             if _INDEXED.match(part):
                 scopes.add(part)
-            break
+                break
     return len(scopes)
+
+
+_SCOPE_INDEX = re.compile(r"(?<=[A-Za-z])([_.]?)\d+(?=/|$)")
+
+
+def layer_groups(profile: Profile, buffers) -> dict[tuple, list]:
+    """The buffers grouped by what produced them, layer index left out: the same source line and
+    the same op path with its module indices erased (`Block_3/Dense_0/dot_general` and
+    `Block_5/Dense_0/dot_general` are one group). In an unrolled model each group holds one buffer
+    per layer; pure-JAX and Equinox-style models (no module names) group by source line and op."""
+    module = profile.modules.get(profile.step_module or "")
+    groups: dict[tuple, list] = {}
+    for b in buffers:
+        ins = module.instructions.get(b.instruction) if module else None
+        if ins is None or ins.source is None:
+            continue
+        key = (str(ins.source), _SCOPE_INDEX.sub(r"\1#", ins.op_name))
+        groups.setdefault(key, []).append(b)
+    return groups
+
+
+def _largest_group(profile: Profile, buffers) -> list:
+    groups = layer_groups(profile, buffers)
+    if not groups:
+        return []
+    return max(groups.values(), key=lambda g: (len(g), sum(b.bytes for b in g)))
+
+
+def _layer_op(ins) -> bool:
+    """A matmul or convolution of the entry computation (a layer's own op; library calls on GPUs)."""
+    target = ins.custom_call_target.lower()
+    return ins.does("dot") or ins.does("convolution") or "gemm" in target or "conv" in target
+
+
+def heterogeneous_layers(profile: Profile, min_bytes: int = 1 << 20) -> bool:
+    """The repeated layers differ in shape (a CNN whose stages change channels and resolution):
+    they cannot be stacked into one scan. Read from the forward pass's matmuls and convolutions,
+    grouped by source line and op path (module indices erased): the largest group that repeats
+    writes buffers of shapes that do not each repeat once per layer."""
+    module = profile.modules.get(profile.step_module or "")
+    if module is None:
+        return False
+    groups: dict[tuple, list] = {}
+    for ins in module.instructions.values():
+        if (ins.source is None or ins.bytes < min_bytes or len(ins.dims) < 2 or is_backward(ins.op_name)
+                or not ins.computation.startswith("main") or not _layer_op(ins)):
+            continue
+        groups.setdefault((str(ins.source), _SCOPE_INDEX.sub(r"\1#", ins.op_name)), []).append(ins)
+    repeated = [g for g in groups.values() if len(g) > 1]
+    if not repeated:
+        return False
+    group = max(repeated, key=lambda g: sum(i.bytes for i in g))
+    # one line may run several ops per layer (`down(relu(up(x)))`): then each shape repeats once per
+    # layer; layers of different shapes write each shape once, or unequal numbers of times
+    counts = Counter(i.shape for i in group).values()
+    return len(counts) > 1 and (max(counts) == 1 or min(counts) != max(counts))
 
 
 def layers_in(buffers, scanned: bool = False, profile: Optional[Profile] = None) -> int:
@@ -190,10 +251,18 @@ def layers_in(buffers, scanned: bool = False, profile: Optional[Profile] = None)
 
     A scan stacks them: most activation bytes share the leading dimension (the layer
     count; a rank-4 buffer or a known scan). Unrolled, the op names' indexed module scopes
-    (`block_0`, ...) count them where the trace has them; else the largest shape's repeats.
+    (`block_0`, `Block_1`, `layers.2`: Linen's automatic and explicit names) count them where the
+    trace has them; else the buffers one source line and op produced once per layer (NNX lists of
+    modules, pure-JAX and Equinox-style pytrees of layers, whose op names carry no module path);
+    else the largest shape's repeats.
     """
-    if not scanned and profile is not None and indexed_scopes(profile, buffers) > 1:
-        return indexed_scopes(profile, buffers)
+    if not scanned and profile is not None:
+        scopes = indexed_scopes(profile, buffers)
+        if scopes > 1:
+            return scopes
+        repeated = len(_largest_group(profile, buffers))
+        if repeated > 1:
+            return repeated
     big = [b for b in buffers if len(dims(b.shape)) >= 2]
     if not big:
         return 1

@@ -4,7 +4,9 @@
 Finds the copies between host and device inside the profiled steps: memcpy events on the
 GPU's streams (with their sizes from CUPTI's `memcpy_details`), or the PjRt client's
 `H2D Dispatch` on the CPU backend (where the trace records no size). It fires when every
-step copies, and the copies are large or take a material share of step time.
+step copies, and the copies are large or take a material share of step time. Copies are
+matched to steps by count and size, not by each step's window: with asynchronous dispatch
+the host runs ahead and step i's copy often lands in an earlier step's window.
 
 ## Why is this bad?
 A NumPy batch, or any host value passed to a jitted step, is copied to the device on every
@@ -44,10 +46,9 @@ def check(profile: Profile, min_share: float = 0.05, min_bytes_per_step: int = 1
     if not steps or total <= 0:
         return
     copies = [t for t in profile.transfers if t.kind in ("H2D", "D2H")]
-    per_step = [[t for t in copies if s.start_ns <= t.start_ns < s.end_ns] for s in steps]
-    if not all(per_step):
+    in_steps = recurring([t for t in copies if steps[0].start_ns <= t.start_ns < steps[-1].end_ns], len(steps))
+    if not in_steps:
         return
-    in_steps = [t for group in per_step for t in group]
     time_ns = sum(t.duration_ns for t in in_steps)
     sized = [t.bytes for t in in_steps if t.bytes is not None]
     bytes_per_step = sum(sized) / len(steps) if sized else None
@@ -81,6 +82,18 @@ def check(profile: Profile, min_share: float = 0.05, min_bytes_per_step: int = 1
         ),
         impact=share,
     )
+
+
+def recurring(copies: list, steps: int) -> list:
+    """The copies that recur once per step, matched by count and size rather than by step window:
+    with asynchronous dispatch the host runs ahead, so step i's copy often lands in an earlier
+    step's window. Copies of a size seen at least once per step (all of them where the trace
+    records no sizes, as on CPU) count; none if fewer copies than steps."""
+    by_size: dict = {}
+    for t in copies:
+        by_size.setdefault(t.bytes, []).append(t)
+    out = [t for group in by_size.values() if len(group) >= steps for t in group]
+    return out if len(out) >= steps else []
 
 
 RULE = Rule(

@@ -13,8 +13,13 @@ the program's structure:
 - layers unrolled (a Python loop): remat alone often frees nothing, because XLA schedules
   the recomputation early (the bundled Transformer, unrolled: 98.5 -> 98.5 MiB measured by
   `--verify`); the rule recommends remat inside a scan over the layers and estimates that
-  (layers counted from the op names' indexed module scopes, `block_0`, `block_1`, ...; the
-  same Transformer verified 98.5 -> 39.9 MiB against an estimate of about 36.6 MiB).
+  (layers counted from the op names' indexed module scopes, Linen's `Block_0`, `Block_1`, ... or
+  explicit `block_0`, ...; without module names, as in NNX lists of modules and pure-JAX or
+  Equinox-style pytrees of layers, from the buffers each source line and op produces once per
+  layer; the same Transformer verified 98.5 -> 39.9 MiB against an estimate of about 36.6 MiB);
+- layers unrolled whose shapes differ (a CNN whose stages change channels): they cannot be
+  stacked into a scan, so the rule recommends remat of the blocks where they are, to be checked
+  on the compiled step (`advisor.verify`).
 
 It fires when the saving is a material share of peak memory.
 
@@ -57,7 +62,7 @@ from advisor.units import mib, pct
 
 from advisor.remedies import Kind, Remedy, advice, buys, severity
 
-from ._common import activations, is_training_step, kept_by_remat, layers_in, source_of
+from ._common import activations, heterogeneous_layers, is_training_step, kept_by_remat, layers_in, source_of
 
 
 def scanned(profile: Profile, acts) -> bool:
@@ -86,22 +91,27 @@ def check(profile: Profile, min_share: float = 0.2, min_bytes: int = 16 * 1024 *
     if memory.peak_bytes < min_bytes or not acts:
         return
     in_scan = scanned(profile, acts)
+    mixed = not in_scan and heterogeneous_layers(profile)   # layers of different shapes: no scan
     saving = estimate(profile, acts, in_scan)
     share = saving / memory.peak_bytes
     if share < min_share:
         return
     largest = sorted(acts, key=lambda b: -b.bytes)[:5]
     source = source_of(profile, largest)
-    remedy = Remedy(Kind.REMAT, "blocks" if in_scan else "scanned_blocks")
+    remedy = Remedy(Kind.REMAT, "blocks" if in_scan or mixed else "scanned_blocks")
     text, config = advice(profile, remedy, (
         "rematerialize the large blocks (Flax: nn.remat(Block, prevent_cse=False); the bundled Transformer: "
-        "remat=MLP,Attn)" if in_scan else
+        "remat=MLP,Attn)" if in_scan or mixed else
         "scan over the layers with the blocks rematted inside (scan_layers=true, remat=MLP,Attn): unrolled, XLA "
         "schedules the recomputation early and remat alone frees nothing"), source)
+    if mixed:
+        text += ("; the layers differ in shape, so they cannot be stacked into a scan: remat each block where it "
+                 "is, and check the compiled peak (advisor.verify), as XLA may schedule an unrolled model's "
+                 "recomputation early and free less")
     sev = severity(profile, remedy, share, RULE.severity)
     if sev == "info":
         text += "; " + buys(profile, saving)
-    structure = "scan" if in_scan else "unrolled"
+    structure = "scan" if in_scan else "unrolled, layers of different shapes" if mixed else "unrolled"
     yield Finding(
         rule=RULE.id,
         severity=sev,
@@ -125,9 +135,9 @@ def check(profile: Profile, min_share: float = 0.2, min_bytes: int = 16 * 1024 *
                               f"about {mib(saving)} less peak memory (from {mib(memory.peak_bytes)} to about "
                               f"{mib(memory.peak_bytes - saving)}): the activations at peak less the block "
                               f"inputs remat keeps and one layer's recomputed activations"
-                              + ("" if in_scan else ", with the layers in a scan")),
+                              + ("" if in_scan or mixed else ", with the layers in a scan")),
             cost="the rematted blocks' forward pass runs again during the backward pass (more step time)"
-                 + ("" if in_scan else "; scanning adds stacking copies of the block inputs"),
+                 + ("" if in_scan or mixed else "; scanning adds stacking copies of the block inputs"),
         ),
         impact=share,
         source=source,

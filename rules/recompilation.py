@@ -88,6 +88,9 @@ def _in_later_steps(profile: Profile):
             if any(e.start_ns < s.end_ns and e.start_ns + e.duration_ns > s.start_ns for s in later)]
 
 
+ESCALATE_SHARE = 0.2    # compiling this share of step time or more is an error, not a warning
+
+
 def check(profile: Profile, min_compiles: int = 1):
     if len(profile.steps) < 2:
         return   # one step (or none): any compile in it is the first one
@@ -111,7 +114,7 @@ def check(profile: Profile, min_compiles: int = 1):
     per_step_ns = total_ns / len(steps)
     yield Finding(
         rule=RULE.id,
-        severity="error" if share >= 0.2 else RULE.severity,
+        severity="error" if share >= ESCALATE_SHARE else RULE.severity,
         title=f"{len(events)} compilation{'s' if len(events) != 1 else ''} inside the steps after the first took "
               f"{ms(total_ns)} ({pct(share)} of their time){which}{what}",
         evidence={
@@ -153,6 +156,7 @@ RULE = Rule(
     severity="warning",
     backends=("cpu", "gpu", "tpu"),
     summary="XLA compiles inside profiled steps after the first (the same function compiled again)",
+    escalation="error when compiling takes 20% or more of step time",
     check=check,
     doc=__doc__,
     notes=notes,

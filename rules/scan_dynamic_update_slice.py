@@ -24,6 +24,12 @@ Stacked weight gradients (the backward loop writes each layer's parameter gradie
 left out: unrolling or remat would not remove them. When the blocks are already rematted
 inside the scan, the rule does not advise remat again.
 
+A scan over time (an RNN: `nn.RNN`, `lax.scan` of a cell over the sequence) stacks each time
+step's state in the same way; there the layers are not what is scanned (the updated parameters
+are not stacked along the scan), so unrolling is not advised: remat of the cell
+(`nn.remat(nn.GRUCell)`, `jax.checkpoint` on the step function) stacks only the carried state,
+at the cost of recomputing the cell in the backward pass, or nothing is to be done.
+
 ## Use instead
 Unroll shallow models (`scan_layers=False`: a Python loop over layers), or remat the blocks
 inside the scan (`nn.remat(Block)`), which stacks only each block's input. Unrolling costs
@@ -50,7 +56,7 @@ from advisor.units import ms, pct
 
 from advisor.remedies import Kind, Remedy, advice, severity
 
-from ._common import bundled_config, parameter_shapes, per_step
+from ._common import bundled_config, dims, parameter_shapes, per_step
 from advisor.views import parallelism
 
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies
@@ -93,11 +99,15 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
     in_schedule = schedule is not None and any(_in_loop(profile.modules[module], ins.loop, schedule.loop)
                                                or _backward_schedule(profile.modules[module], ins.loop, schedule)
                                                for _, ins in dus)
+    over_time = not in_schedule and not config and not _stacked_parameters(profile.modules[module], stacked)
     if in_schedule:
         remedy, text = Remedy(Kind.REMAT, "stage"), (
             f"remat the stage step inside the pipeline's schedule loop ({schedule.iterations} iterations over "
             f"{schedule.stages} stages): wrap the stage function in jax.checkpoint so each iteration stacks only "
             "its stage input; the loop is the pipeline schedule, not a layer stack, so unrolling it is not the lever")
+    elif over_time:       # a recurrence (an RNN over time steps): there are no layers to unroll
+        remedy, text = Remedy(Kind.REMAT, "cell"), (
+            "the scan runs over time (a recurrence), not over layers: unrolling it is not the lever")
     elif layers is not None and layers > UNROLL_MAX_LAYERS and not rematted:
         remedy, text = Remedy(Kind.REMAT, "blocks"), (
             f"remat the blocks inside the scan (remat=MLP,Attn): {layers} layers are too many to unroll cheaply")
@@ -111,13 +121,16 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
             "(remat=MLP,Attn) so only each block's input is stacked")
     source = next((str(ins.source) for _, ins in dus if ins.source), None)
     text, change = advice(profile, remedy, text, source)
+    if over_time:
+        text = ("the scan runs over time (a recurrence), not over layers, so unrolling is not the lever: "
+                + text + "; what is stacked is then the carried state of each time step")
     if remedy.kind is Kind.UNROLL_LAYERS and not rematted and not config and not in_schedule:
         text += "; or remat the blocks inside the scan (Linen `nn.scan(nn.remat(Block))`, NNX `nnx.remat`)"
     yield Finding(
         rule=RULE.id,
         severity=severity(profile, remedy, share, RULE.severity),
         title=f"scan stacking copies take {pct(share)} of op time ({ms(per_step_ns)} per step): "
-              f"dynamic-update-slice into stacked per-{'iteration' if in_schedule else 'layer'} buffers"
+              f"dynamic-update-slice into stacked per-{'iteration' if in_schedule else 'time-step' if over_time else 'layer'} buffers"
               + (" of the pipeline schedule loop" if in_schedule else ""),
         evidence={
             "share_of_op_time": round(share, 4),
@@ -139,6 +152,7 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
             expected=Expected("step_time", round(per_step_ns / 1e6, 3), "ms",
                               f"up to {ms(per_step_ns)} per step, the measured time of the stacking copies"),
             cost=("compile time grows with the layer count, and the HLO is larger" if remedy.kind is Kind.UNROLL_LAYERS
+                  else "the cell's forward runs again in the backward pass (more step time)" if over_time
                   else "the blocks' forward runs again in the backward pass (more step time)"),
         ),
         impact=share,
@@ -160,6 +174,15 @@ def _backward_schedule(module, loop: str, schedule) -> bool:
     """A backward loop with the schedule's trip count: the pipeline's transpose."""
     info = module.loops.get(loop)
     return info is not None and info.backward and info.trip_count == schedule.iterations
+
+
+def _stacked_parameters(module, stacked_shapes) -> bool:
+    """A scan over layers slices stacked parameters: some of the train state the step updates has the
+    stacked buffers' leading dimension (the trip count). A scan over time steps reuses the same
+    weights each step and stacks the input sequence instead."""
+    leads = {dims(shape)[0] for shape in stacked_shapes if dims(shape)}
+    return any(len(d) >= 2 and d[0] in leads
+               for n, d in module.parameter_dims.items() if n in module.updated_parameters)
 
 
 RULE = Rule(

@@ -2,9 +2,12 @@
 
 ## What it does
 Finds a loop in the step that runs the backward pass once per minibatch (gradient
-accumulation; the loop's trip count is the number of minibatches), estimates the peak memory
-of the step without it (the activations at peak grow with the minibatch size), and compares
-that with the device's memory capacity.
+accumulation; the loop's trip count is the number of minibatches), or accumulation across
+calls with `optax.MultiSteps` (the step's instructions come from `MultiSteps.update`: a
+`lax.cond` on a mini-step counter, the update applied every k-th call, and an accumulator the
+size of the gradients in the optimizer state), estimates the peak memory of the step without
+it (the activations at peak grow with the minibatch size; MultiSteps' accumulator goes), and
+compares that with the device's memory capacity.
 
 ## Why is this bad?
 Accumulation trades speed for memory: N smaller forward/backward passes use the device less
@@ -33,6 +36,7 @@ the rule stays silent unless a capacity is given (`--option unneeded-grad-accumu
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Optional
 
 from advisor.findings import Expected, Finding, Recommendation
@@ -47,27 +51,41 @@ from ._common import activations, bundled_config
 def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] = None):
     capacity = capacity_bytes or profile.device_capacity_bytes
     memory, module = profile.memory, profile.modules.get(profile.step_module or "")
-    if not capacity or memory is None or module is None or module.grad_accumulation_steps is None:
+    if not capacity or memory is None or module is None:
+        return
+    across_calls = module.grad_accumulation_steps is None and bool(module.multisteps_every)
+    if module.grad_accumulation_steps is None and not across_calls:
         return
     config = bundled_config(profile)
-    n = module.grad_accumulation_steps or (config or {}).get("optimizer", {}).get("num_minibatches", 0)
+    n = (module.multisteps_every if across_calls else module.grad_accumulation_steps
+         or (config or {}).get("optimizer", {}).get("num_minibatches", 0))
     if n <= 1:
         return
     act = sum(b.bytes for b in activations(profile))
-    full_batch_peak = memory.peak_bytes + (n - 1) * act
+    accumulator = accumulator_bytes(module) if across_calls else 0
+    full_batch_peak = memory.peak_bytes + (n - 1) * act - accumulator
     budget = capacity * (1 - margin)
     if full_batch_peak > budget:
         return
     remedy = Remedy(Kind.FEWER_MINIBATCHES, value=1)
-    text, change = advice(profile, remedy, "use fewer minibatches (1 if it fits): one large forward/backward pass "
-                                           f"instead of {n} small ones")
+    if across_calls:
+        text, change = (f"drop optax.MultiSteps and pass the {n} minibatches as one batch to one call: one forward/"
+                        f"backward pass instead of {n}, and no accumulator ({mib(accumulator)} less optimizer "
+                        "state)"), {}
+    else:
+        text, change = advice(profile, remedy, "use fewer minibatches (1 if it fits): one large forward/backward "
+                                               f"pass instead of {n} small ones")
+    how = (f"across {n} calls with optax.MultiSteps (an accumulator of about {mib(accumulator)}, the size of the "
+           "gradients, in the optimizer state)" if across_calls else f"over {n} minibatches")
     yield Finding(
         rule=RULE.id,
         severity=RULE.severity,
-        title=f"gradients are accumulated over {n} minibatches, yet the whole batch should fit: "
+        title=f"gradients are accumulated {how}, yet the whole batch should fit: "
               f"about {mib(full_batch_peak)} of {mib(capacity)}",
         evidence={
             "minibatches": n,
+            "across_calls": across_calls,
+            "accumulator_bytes": accumulator,
             "peak_bytes": memory.peak_bytes,
             "activation_bytes": act,
             "estimated_full_batch_peak_bytes": int(full_batch_peak),
@@ -79,12 +97,31 @@ def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] =
             config=change,
             remedy=remedy,
             expected=Expected("step_time", None, "ms",
-                              "faster steps (no per-minibatch loop); one trace cannot measure how much: "
-                              "run-workload --verify measures it"),
+                              ("faster updates (one call per update instead of " + str(n) + "); one trace cannot "
+                               "measure how much: time both with advisor.trace" if across_calls else
+                               "faster steps (no per-minibatch loop); one trace cannot measure how much: "
+                               "run-workload --verify measures it")),
             cost=f"about {mib(full_batch_peak - memory.peak_bytes)} more peak memory",
         ),
         impact=0.1,
+        source=_multisteps_source(module) if across_calls else None,
     )
+
+
+def _multisteps_source(module):
+    """The user's line that calls the optimizer's update: where the mini-step `lax.cond` is traced."""
+    return next((str(i.source) for i in module.instructions.values() if "cond/" in i.op_name and i.source), None)
+
+
+def accumulator_bytes(module) -> int:
+    """optax.MultiSteps keeps a gradient-sized accumulator beside the parameters and the inner
+    optimizer's state: the updated state holds each parameter shape once per copy, and one copy
+    is the accumulator (the total of the arrays shaped once per copy, divided by the copies)."""
+    arrays = {n: d for n, d in module.parameter_dims.items() if n in module.updated_parameters and d}
+    if not arrays:
+        return 0
+    copies = min(Counter(arrays.values()).values())
+    return sum(module.parameter_bytes.get(n, 0) for n in arrays) // max(copies, 1)
 
 
 RULE = Rule(

@@ -68,3 +68,13 @@ def test_verify_api_compiles_both_variants():
     assert scanned.improved and scanned.bytes < scanned.base_bytes and ": less memory" in scanned.text
     assert not bad.improved and bad.bytes is None and "depth" in bad.error
     assert json.dumps(scanned.to_json())
+
+
+def test_a_rule_that_escalates_says_when():
+    """recompilation prints `error` above 20% of step time: the rule table says so, not just `warning`."""
+    from advisor.docs import rules_table
+    from advisor.engine import all_rules
+
+    rule = {r.id: r for r in all_rules()}["recompilation"]
+    assert rule.severity == "warning" and "error when" in rule.escalation
+    assert f"| {rule.severity_text} |" in rules_table() and "error when" in rule.severity_text

@@ -56,7 +56,7 @@ def recorded(tmp_path_factory):
     return {
         "unrolled": _record(tmp_path_factory.mktemp("unrolled"), grad, ([ws[i] for i in range(L)], x), **PEAKS),
         "scanned": _record(tmp_path_factory.mktemp("scanned"), jax.grad(_scanned), (ws, x), **PEAKS),
-        "chain": _record(tmp_path_factory.mktemp("chain"), _chain, (jnp.ones((2048, 2048)),), **PEAKS),
+        "chain": _record(tmp_path_factory.mktemp("chain"), _chain, (jnp.ones((4096, 4096)),), **PEAKS),
     }
 
 
@@ -175,3 +175,25 @@ def test_real_gpu_traces(gpu):
                                                  for k in ("flops_share_of_peak", "bytes_share_of_peak")]:
             assert share is None or 0 <= share <= 1
         assert not any("cannot be right" in n for n in eff["notes"])
+
+
+def test_html_report_has_the_roofline_and_the_category_table():
+    traces = FIXTURES / "gpu-traces" / "te_fused_attn"
+    if not traces.exists():
+        pytest.skip("fixtures/gpu-traces is absent")
+    page = advisor.analyze(traces, select=[]).to_html()
+    assert 'aria-label="roofline"' in page and "<svg" in page
+    assert "op time by category on one device" in page and "AMD Instinct MI355X" in page
+    assert "verdict" in page
+
+
+def test_check_gates_on_mfu_and_compare_shows_it():
+    peaks = ["--peak-flops", "200G", "--peak-bandwidth", "20GB/s"]
+    ok = cli("check", FIXTURES / "transformer_scan", "--min-mfu", "10%", *peaks)
+    assert ok.returncode == 0 and "budget:mfu: MFU 14.7%" in ok.stdout
+    low = cli("check", FIXTURES / "transformer_scan", "--min-mfu", "20%", *peaks)
+    assert low.returncode == 1 and "FAIL  budget:mfu" in low.stdout
+    unknown = cli("check", FIXTURES / "transformer_scan", "--min-mfu", "20%")
+    assert unknown.returncode == 1 and "MFU unknown" in unknown.stdout
+    out = cli("compare", FIXTURES / "transformer_scan", FIXTURES / "transformer_remat", *peaks).stdout
+    assert "MFU" in out and "14.7%" in out and "--peak-flops" in out

@@ -70,6 +70,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     loop_comps = _loop_computations(comps, calls)
     loops, enclosing = _loops(comps, calls)
     accumulation = _accumulation_trip_count(comps, calls)
+    multisteps = _multisteps_every(comps, mod.stack_frame_index)
     fused = {cid: frozenset(i.opcode for i in c.instructions) for cid, c in comps.items()}
 
     costs, runs, mnk, layout = module_cost(mod)      # once per program, never per event
@@ -132,6 +133,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     return HloModule(name=mod.name, program_id=program_id, instructions=instructions,
                      aliased_parameters=aliased, parameter_bytes=params, output_bytes=output_bytes,
                      has_remat=has_remat, grad_accumulation_steps=accumulation,
+                     multisteps_every=multisteps,
                      updated_parameters=updated, parameter_sharded=sharded,
                      parameter_dims=param_dims, parameter_dtypes=param_dtypes, loops=loops)
 
@@ -332,6 +334,48 @@ def lacks_heap_simulation(data: bytes) -> bool:
     except (ValueError, IndexError):
         return False
     return False
+
+
+_INT32_MAX = 2**31 - 1
+
+
+def _multisteps_every(comps, index) -> Optional[int]:
+    """optax.MultiSteps in the step: its instructions' stacks pass through `MultiSteps.update`
+    (a lax.cond on a mini-step counter, gradients summed into an accumulator in the optimizer
+    state). Returns k, the calls per update: the divisor of the counter's `remainder` (0 when the
+    HLO does not show it), or None without MultiSteps."""
+    functions = list(index.function_names)
+    marked = {i + 1 for i, f in enumerate(functions) if f.startswith("MultiSteps.update")}
+    if not marked:
+        return None
+    hit = set()
+    for n, frame in enumerate(index.stack_frames, start=1):
+        loc = index.file_locations[frame.file_location_id - 1] if 0 < frame.file_location_id <= len(
+            index.file_locations) else None
+        if loc is not None and loc.function_name_id in marked:
+            hit.add(n)
+    if not hit:
+        return None
+    found, every, memo = False, 0, {}
+    for comp in comps.values():
+        ours = [i for i in comp.instructions if _under(index, i.metadata.stack_frame_id, hit, memo)]
+        found = found or bool(ours)
+        if any(i.metadata.op_name.endswith("remainder)/rem") or i.opcode == "remainder" for i in ours):
+            values = [v for i in comp.instructions if i.opcode == "constant" for v in i.literal.s32s]
+            every = max([v for v in values if 1 < v < _INT32_MAX], default=every)
+    return every if found else None
+
+
+def _under(index, frame_id: int, frames: set[int], memo: dict) -> bool:
+    """The stack of `frame_id` passes through one of `frames` (memo: answers by frame id)."""
+    if frame_id not in memo:
+        here, seen, found = frame_id, 0, False
+        while 0 < here <= len(index.stack_frames) and seen < 200 and not found:
+            found = here in frames
+            here = index.stack_frames[here - 1].parent_frame_id
+            seen += 1
+        memo[frame_id] = found
+    return memo[frame_id]
 
 
 def split_key(key: str) -> tuple[str, int]:

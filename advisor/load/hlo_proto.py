@@ -60,6 +60,11 @@ message_type {
   field { name: "iota_replica_group_list" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.IotaReplicaGroupListProto" }
 }
 message_type {
+  name: "LiteralProto"
+  field { name: "s32s" number: 4 label: LABEL_REPEATED type: TYPE_INT32 }
+  field { name: "s64s" number: 5 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
   name: "DotDimensionNumbers"
   field { name: "lhs_contracting_dimensions" number: 1 label: LABEL_REPEATED type: TYPE_INT64 }
   field { name: "rhs_contracting_dimensions" number: 2 label: LABEL_REPEATED type: TYPE_INT64 }
@@ -97,6 +102,7 @@ message_type {
   field { name: "opcode" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "shape" number: 3 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.ShapeProto" }
   field { name: "metadata" number: 7 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.OpMetadata" }
+  field { name: "literal" number: 8 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.LiteralProto" }
   field { name: "parameter_number" number: 9 label: LABEL_OPTIONAL type: TYPE_INT64 }
   field { name: "fusion_kind" number: 11 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "dimensions" number: 14 label: LABEL_REPEATED type: TYPE_INT64 }

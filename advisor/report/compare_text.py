@@ -13,6 +13,10 @@ def _ratio(x) -> str:
     return f"x{x:.3f}" if x is not None else "n/a"
 
 
+def _pct(x) -> str:
+    return f"{x:.1%}" if x is not None else "unknown"
+
+
 def render(results, console: Console) -> None:
     for name, c in results:
         if name:
@@ -24,10 +28,16 @@ def render(results, console: Console) -> None:
         if b.peak_memory_bytes is not None and n.peak_memory_bytes is not None:
             table.add_row("peak memory", f"{b.peak_memory_bytes / 2**20:.1f} MiB",
                           f"{n.peak_memory_bytes / 2**20:.1f} MiB", _ratio(c.peak_memory_ratio))
+        if b.mfu is not None or n.mfu is not None:
+            table.add_row("MFU", _pct(b.mfu), _pct(n.mfu),
+                          _ratio(n.mfu / b.mfu) if b.mfu and n.mfu is not None else "n/a")
         for cat, ratio in c.category_ratios.items():
             table.add_row(terminal(f"op time: {cat}"), f"{b.category_ms_per_step.get(cat, 0):.2f} ms/step",
                           f"{n.category_ms_per_step.get(cat, 0):.2f} ms/step", _ratio(ratio))
         console.print(table)
+        if n.mfu_peak or b.mfu_peak:
+            peaks = {b.mfu_peak, n.mfu_peak} - {""}
+            console.print(terminal("MFU against " + "; ".join(sorted(peaks)), "dim"))
         if c.step_time_regressed(0.0):
             console.print(f"step time: slower beyond the measured noise ({_ratio(c.step_time_ratio)})")
         elif c.step_time_improved():

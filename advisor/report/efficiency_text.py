@@ -55,7 +55,7 @@ def render(doc: dict, console: Console) -> None:
     table.add_column()
     peak = eff.get("peak")
     per = "per step" if eff.get("steps") else "over the traced window (no steps)"
-    table.add_row("work", Text(f"{count(eff['flops_per_step'], 'FLOP')} {per} "
+    table.add_row("work", terminal(f"{count(eff['flops_per_step'], 'FLOP')} {per} "
                                f"({count(eff['matmul_flops_per_step'], 'FLOP')} in matmuls, "
                                f"{eff.get('matmul_dtype') or 'no matmuls'}), "
                                f"{count(eff['bytes_per_step'], 'B')} moved, over {eff['devices']} device(s)"))
@@ -64,7 +64,7 @@ def render(doc: dict, console: Console) -> None:
     if peak:
         table.add_row("peak", terminal(f"{peak['device']}: {rate(peak.get('flops_per_s'))} {peak['dtype']}, "
                                        f"{rate(peak.get('bytes_per_s'), 'B/s')} (source: {peak['source']})"))
-        table.add_row("MFU / HFU", Text(f"{pct(eff.get('mfu'))} / {pct(eff.get('hfu'))} of the peak {peak['dtype']} "
+        table.add_row("MFU / HFU", terminal(f"{pct(eff.get('mfu'))} / {pct(eff.get('hfu'))} of the peak {peak['dtype']} "
                                         "matmul rate (HFU counts remat's recomputation)"))
         if eff.get("ridge_flops_per_byte"):
             table.add_row("roofline", Text(f"ridge point {eff['ridge_flops_per_byte']:.3g} FLOP/B; ops whose "
@@ -88,7 +88,7 @@ def render(doc: dict, console: Console) -> None:
             t.add_row(terminal(c["category"]), f"{c['time_s'] * 1e3:.3f} ms", count(c["flops"], "FLOP"),
                       count(c["bytes"], "B"), rate(c["flops_per_s"]), rate(c["bytes_per_s"], "B/s"),
                       pct(c["flops_share_of_peak"]), pct(c["bytes_share_of_peak"]),
-                      Text(c["bound"] or "-", style=_BOUND_STYLE.get(c["bound"] or "", "")))
+                      terminal(c["bound"] or "-", _BOUND_STYLE.get(c["bound"] or "", "")))
         console.print(t)
     for note in eff.get("notes", []):
         console.print(terminal(f"note: {note}", "dim"))

@@ -142,6 +142,9 @@ def _figures(doc: dict, analysis=None) -> list[str]:
     out = _plots(analysis, s) if analysis is not None else []
     out += _device_chart(s)
     out += _parallelism_charts(s.get("parallelism"))
+    from .efficiency_html import charts as efficiency_charts
+
+    out += efficiency_charts(s.get("efficiency"))
     for d in s.get("devices", []):
         if "busy_in_steps_ms" in d:
             cats = d["time_by_category_ms"]

@@ -149,13 +149,19 @@ def _summary(doc: dict, console: Console) -> None:
     elif s["step_time_ms"] is not None:
         spread = f", spread {s['step_time_spread_ms']:.2f} ms" if s.get("step_time_spread_ms") is not None else ""
         source = "" if s.get("steps_from") in (None, "step annotations") else f" ({s['steps_from']}: no step annotations)"
-        _row(table, "step time", f"{s['step_time_ms']:.2f} ms median over {s['steps']} steps{spread}{source}")
+        steps = f"{s['steps']} step{'s' if s['steps'] != 1 else ''}"
+        _row(table, "step time", f"{s['step_time_ms']:.2f} ms median over {steps}{spread}{source}")
     else:
         _row(table, "step time", "unknown: no step annotations (jax.profiler.StepTraceAnnotation) in the trace")
     if s.get("run", {}).get("step_wall_ms_median") is not None:
         _row(table, "wall time", f"{s['run']['step_wall_ms_median']:.2f} ms median per step, measured by the runner")
     if s.get("op_time_per_step_ms") is not None:
-        _row(table, "op time", f"{s['op_time_per_step_ms']:.2f} ms per step in {s['step_module']}")
+        why = ""
+        if s.get("step_time_ms") and s["op_time_per_step_ms"] > s["step_time_ms"]:
+            devices = len(s.get("devices") or [])
+            over = f"{devices} devices and their executor threads" if devices > 1 else "the executor's threads"
+            why = f" (more than the step time: op time is summed over {over}, which run at once)"
+        _row(table, "op time", f"{s['op_time_per_step_ms']:.2f} ms per step in {s['step_module']}{why}")
     if s["peak_memory_bytes"] is not None:
         _row(table, "peak memory", f"{mib(s['peak_memory_bytes'])} ({s['peak_memory_source']})")
     else:

@@ -358,12 +358,15 @@ def _gathered_dims(module: HloModule, roles: dict[str, str]) -> set[tuple[int, .
 def weight_like(dims: tuple[int, ...], weights, gradient: bool = False) -> bool:
     """Shaped like a weight: a parameter (or a slice of a stacked one, a gathered copy); for a
     gradient (`gradient`: made by the backward pass) also a stack of them with one leading
-    dimension more (per-example gradients). A forward buffer [batch, *weight] is an activation
+    dimension more (per-example gradients), whole or flattened per example. A forward buffer [batch, *weight] is an activation
     (e.g. [B, T, D] beside a [T, D] position embedding)."""
     d = _squeeze(tuple(dims))
     if len(d) < 2:
         return False
-    return d in weights or (gradient and len(d) >= 3 and _squeeze(d[1:]) in weights)
+    if d in weights or (gradient and len(d) >= 3 and _squeeze(d[1:]) in weights):
+        return True
+    # per-example gradients flattened per example ([batch, prod(weight)], as a per-example norm reshapes them)
+    return gradient and len(d) == 2 and any(len(w) >= 2 and math.prod(w) == d[1] for w in weights)
 
 
 _RECOMPUTED = ("rematted_computation", "checkpoint")

@@ -1,7 +1,9 @@
 """What an expert would say about each corpus program, rule by rule, and why.
 
-Each case: `about` (the program in one line), `devices` (simulated CPU devices it needs) and
-`mentions` (optional): rule id -> text its finding must name (title or source), and
+Each case: `about` (the program in one line), `devices` (simulated CPU devices it needs),
+`device_memory` (optional: the capacity in bytes the analysis assumes, as `--device-memory`),
+`mentions` (optional): rule id -> text its finding must name (title or source), `avoids`
+(optional): rule id -> text its finding must not say (wrong advice), and
 `expect`: rule id -> (verdict, reason), where the verdict is
 - "fire": the rule must report it (any severity),
 - "silent": the rule must not report anything,
@@ -273,6 +275,71 @@ CASES: dict[str, dict] = {
             "missing-remat": ("at most info", "the bulk of memory is per-example gradients, which remat does not save"),
         },
     },
+    # Written fresh as new users would (issue 21): each held what advisor got wrong before.
+    "wide_mlp_unrolled": {
+        "about": "Linen MLP of 8 auto-named residual blocks (Block_0..7) in a Python loop, batch 4096, Adam",
+        "expect": {
+            "missing-remat": ("fire", "the blocks' saved activations (~420 MiB) are most of peak; layers counted "
+                                      "from Linen's automatic names"),
+        },
+    },
+    "nnx_layer_list": {
+        "about": "NNX MLP whose 8 blocks are an nnx.List of modules, batch 4096, nnx.Optimizer(Adam), not donated",
+        "avoids": {"missing-remat": "differ in shape"},
+        "expect": {
+            "missing-remat": ("fire", "the blocks' saved activations are most of peak; NNX op names carry no module "
+                                      "path, so layers are counted from source line and op"),
+            "missing-buffer-donation": ("at most info", "48 MiB of state is 9% of a 537 MiB peak: worth a note"),
+        },
+    },
+    "pytree_mlp_layers": {
+        "about": "Equinox-style plain JAX: a list of per-layer dicts, a Python loop, 8 layers at batch 4096, Adam",
+        "expect": {
+            "missing-remat": ("fire", "384 MiB of saved activations of 8 layers whose inputs are shaped like the "
+                                      "step's input"),
+        },
+    },
+    "heterogeneous_cnn": {
+        "about": "VGG-style Linen CNN, stages of 32/64/128 channels at halving resolution, batch 128, SGD momentum",
+        "avoids": {"missing-remat": "scan over the layers"},
+        "expect": {
+            "missing-remat": ("at most info", "activations dominate but nothing is short of memory; the stages differ "
+                                              "in shape, so a scan cannot stack them"),
+        },
+    },
+    "bigru_time_scan": {
+        "about": "bidirectional GRU (nn.RNN of GRUCell both ways) over 128 time steps, batch 256, Adam",
+        "avoids": {"scan-dynamic-update-slice": "unroll the layers"},
+        "expect": {
+            "scan-dynamic-update-slice": ("at most info", "the stacking copies are real, but the scan runs over time: "
+                                          "the lever is remat of the cell, which costs step time"),
+        },
+    },
+    "multisteps_accumulation": {
+        "about": "optax.MultiSteps(adam, every_k_schedule=4) on an MLP, one call per minibatch of 256",
+        "device_memory": 16 * 2**30,
+        "mentions": {"unneeded-grad-accumulation": "MultiSteps"},
+        "expect": {
+            "unneeded-grad-accumulation": ("fire", "the whole batch of 1024 needs ~43 MiB of 16 GiB; MultiSteps "
+                                           "accumulates across calls with a gradient-sized accumulator"),
+        },
+    },
+    "numpy_features_every_step": {
+        "about": "16 MiB of NumPy features passed to the jitted step every step, not blocked per step, Adam",
+        "expect": {
+            "host-device-transfer": ("fire", "a 16 MiB host-to-device copy per step; asynchronous dispatch puts "
+                                     "the copies in earlier steps' windows"),
+            "host-bound": ("at most warning", "the device does wait on the copies; naming it is fair"),
+        },
+    },
+    "dpsgd_per_example": {
+        "about": "DP-SGD: vmap(grad) per-example gradients, flattened for their norms, clipped and noised, SGD",
+        "expect": {
+            "float32-activations": ("silent", "the per-example gradients (flattened per example for the norm) are "
+                                    "gradients, not activations"),
+        },
+    },
+
 }
 
 
