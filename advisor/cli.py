@@ -20,7 +20,7 @@ from . import __version__
 from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
 from .outputs import atomic_open, refuse_overwrite, write_text
-from .report.escape import terminal, visible
+from .report.escape import github_commands_off, terminal, visible
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -240,8 +240,9 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
         _err.print(terminal(f"advisor: report written to {output}"))
     else:
         from .report.text import render
-        render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160), failed,
-               path)
+        with github_commands_off():
+            render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160), failed,
+                   path)
     return failed
 
 
@@ -364,7 +365,8 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
                                   {"pairs": [{"name": name, **c.to_json()} for name, c in results]}, warnings)))
     else:
         from .report.compare_text import render
-        render(results, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        with github_commands_off():
+            render(results, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
 
 
 @main.command("check")
@@ -530,7 +532,8 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
         click.echo(dumps(envelope("check", inputs, {"check": result.to_json()}, warnings)))
     else:
         from .report.check_text import render
-        render(result, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        with github_commands_off():
+            render(result, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
     sys.exit(0 if result.passed else 1)
 
 
@@ -709,8 +712,9 @@ def _print_docs(docs: list[dict], fmt: str, read_from: str, command: str = "anal
         click.echo(render(docs, read_from, command, failed=failed))
     else:
         from .report.text import render
-        render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160),
-               list(failed), read_from)
+        with github_commands_off():
+            render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160),
+                   list(failed), read_from)
 
 
 def entry() -> None:

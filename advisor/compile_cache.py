@@ -20,6 +20,7 @@ from typing import Iterator, Optional
 
 ENV = "ADVISOR_COMPILE_CACHE"
 MAX_BYTES = 2 * 1024 ** 3          # JAX's LRU eviction keeps the folder under this size
+_NEVER_S = 1e9                     # a minimum compile time no compile reaches: JAX writes nothing
 _EVENTS = {"/jax/compilation_cache/cache_hits": "hits", "/jax/compilation_cache/cache_misses": "misses"}
 _counts = {"hits": 0, "misses": 0, "saved_s": 0.0}
 _listening = False
@@ -43,11 +44,15 @@ def directory() -> Optional[Path]:
 
 
 @contextlib.contextmanager
-def active() -> Iterator[Optional[Path]]:
+def active(write: bool = True) -> Iterator[Optional[Path]]:
     """JAX's compilation cache pointed at the chosen folder while the workload compiles and runs, and
     JAX's settings put back after (a process that goes on compiling other programs, a test session,
     keeps its own). Every program is cached, however quick its compile (JAX's default skips those
-    under 1 s). Yields the folder, or None when the cache is off."""
+    under 1 s). Yields the folder, or None when the cache is off.
+
+    write=False reads the cache only: for compiles outside a trace (the pre-flight estimates, the
+    timing workers), whose programs' heap simulation no trace keeps (advisor/heap_traces.py); an
+    entry they wrote would later load without it, and its peak memory could not be read."""
     path = directory()
     if path is None:
         yield None
@@ -56,7 +61,8 @@ def active() -> Iterator[Optional[Path]]:
     from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
     _listen()
-    settings = {"jax_compilation_cache_dir": str(path), "jax_persistent_cache_min_compile_time_secs": 0.0,
+    settings = {"jax_compilation_cache_dir": str(path),
+                "jax_persistent_cache_min_compile_time_secs": 0.0 if write else _NEVER_S,
                 "jax_persistent_cache_min_entry_size_bytes": -1, "jax_compilation_cache_max_size": MAX_BYTES}
     before = {name: getattr(jax.config, name) for name in settings}
     path.mkdir(parents=True, exist_ok=True)

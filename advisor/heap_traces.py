@@ -13,6 +13,7 @@ folder's trace is rewritten, never a trace advisor reads.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -121,7 +122,7 @@ def _keep_or_restore(hlo_proto: bytes, store: Path) -> Optional[bytes]:
     if traces:
         if not kept.exists():
             store.mkdir(parents=True, exist_ok=True)
-            tmp = kept.with_suffix(".tmp")
+            tmp = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")     # another process may write it too
             tmp.write_bytes(traces)
             tmp.replace(kept)
         return None

@@ -298,6 +298,8 @@ class DeviceActivity:
     steps: int                      # steps measured; 0: the trace has none, figures are over its window
     collectives: dict[str, float] = dataclasses.field(default_factory=dict)   # HLO instruction -> ns per step
     collective_wait: dict[str, float] = dataclasses.field(default_factory=dict)  # instruction -> wait ns per step
+    # instruction -> ns per step of it with compute of this device beside it (hidden); absent: none
+    collective_hidden: dict[str, float] = dataclasses.field(default_factory=dict)
     peak_bytes: Optional[int] = None        # the device's memory peak (step program, or its allocator)
     top_ops: dict[str, float] = dataclasses.field(default_factory=dict)   # its longest non-collective ops, ns/step
     time_by_category: dict[str, float] = dataclasses.field(default_factory=dict)  # op time by category, ns per step

@@ -119,7 +119,7 @@ def estimate_bytes(name: str, config: dict) -> Optional[int]:
     """Memory the step of `config` would need, from compiling it (not running it)."""
     from advisor import compile_cache
 
-    with compile_cache.active():
+    with compile_cache.active(write=False):
         _, compiled, _ = compile_abstract(name, config)
     return required_bytes(_memory_analysis(compiled))
 

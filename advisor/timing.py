@@ -244,7 +244,7 @@ def _serve(spec: dict) -> None:
     from advisor import compile_cache
 
     config = workloads.resolve(spec["workload"], spec.get("preset", "tiny"), spec.get("overrides", []))
-    with compile_cache.active():      # the step loads from the cache when a run compiled it before
+    with compile_cache.active(write=False):     # loads what a traced run compiled; writes nothing
         built, compiled, minibatch = compile_abstract(spec["workload"], config)
     state0 = built.init_state()
     metrics0 = zero_metrics(built.loss_fn, state0, minibatch)

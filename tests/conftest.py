@@ -18,14 +18,16 @@ GPU_TRACES = FIXTURES / "gpu-traces"      # real GPU profiles copied from others
 
 def pytest_configure(config):
     """The compilation cache of the workloads the tests run (advisor.compile_cache) in a folder of
-    this test process, removed at its end: never the user's ~/.cache, and shared by its tests, so a
-    configuration two tests record compiles once."""
+    this test session, removed at its end: never the user's ~/.cache. The xdist workers (and every
+    process a test starts) inherit it, so a configuration several tests record compiles once."""
     import atexit
     import os
     import tempfile
 
+    if os.environ.get("ADVISOR_TEST_CACHE_ROOT"):      # a worker: the session's folder, from its controller
+        return
     folder = tempfile.mkdtemp(prefix="advisor-test-cache-")
-    os.environ["XDG_CACHE_HOME"] = folder
+    os.environ["ADVISOR_TEST_CACHE_ROOT"] = os.environ["XDG_CACHE_HOME"] = folder
     atexit.register(shutil.rmtree, folder, True)
 
 

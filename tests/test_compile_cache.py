@@ -123,6 +123,26 @@ def test_cache_aliases_are_never_guessed():
 
     # jit_f(5) ran without HLO; the one jit_f no op names is it (jit_f(3) ran under its own id)
     assert cached_program_aliases(["jit_f(3)", "jit_f(7)"], {"jit_f(3)", "jit_f(5)", "memcpy"}) == {"jit_f(5)": "jit_f(7)"}
-    assert cached_program_aliases(["jit_f(6)", "jit_f(7)"], {"jit_f(5)"}) == {}           # two candidates
+    assert cached_program_aliases(["jit_f(6)", "jit_f(7)"], {"jit_f(5)"}) == {}           # two, nothing to tell
     assert cached_program_aliases(["jit_f(7)"], {"jit_f(5)", "jit_f(6)"}) == {}           # two without HLO
     assert cached_program_aliases(None, {"jit_f(5)"}) == {}
+
+
+def test_several_cached_programs_of_a_name_are_told_apart_by_their_instructions():
+    from types import SimpleNamespace
+
+    from advisor.load.loader import cached_program_aliases
+
+    def proto(*names):
+        hlo = HloProto()
+        comp = hlo.hlo_module.computations.add()
+        for name in names:
+            comp.instructions.add().name = name
+        return hlo.SerializeToString()
+
+    protos = {"jit_f(6)": proto("dot.1", "add.2"), "jit_f(7)": proto("fusion.3", "copy.4", "add.2")}
+    ops = [SimpleNamespace(name="fusion.3", module="jit_f(5)"), SimpleNamespace(name="add.2", module="jit_f(5)")]
+    lookup = lambda keys: {k: v for k, v in protos.items() if k in keys}      # noqa: E731
+    assert cached_program_aliases(["jit_f(6)", "jit_f(7)"], {"jit_f(5)"}, ops, lookup) == {"jit_f(5)": "jit_f(7)"}
+    protos["jit_f(6)"] = proto("fusion.3", "add.2")       # both hold every op: not guessed
+    assert cached_program_aliases(["jit_f(6)", "jit_f(7)"], {"jit_f(5)"}, ops, lookup) == {}

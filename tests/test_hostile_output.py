@@ -224,3 +224,19 @@ def test_hostile_run_folder_name_end_to_end(tmp_path):
     out = tmp_path / "report.html"
     assert cli("analyze", run, "--format", "html", "--output", out).returncode == 0
     _check_dom(out.read_text())
+
+
+def test_under_github_actions_the_text_report_cannot_issue_workflow_commands(tmp_path):
+    """Annotations first, then the text report framed by ::stop-commands::TOKEN ... ::TOKEN:: (GitHub's
+    own guard for untrusted text), so a name that starts a line with :: is never a command."""
+    baseline = tmp_path / "b.json"
+    assert cli("check", FIXTURES / "transformer_remat", "--write-baseline", baseline).returncode == 0
+    proc = cli("check", FIXTURES / "transformer_scan", "--baseline", baseline, env={"GITHUB_ACTIONS": "true"})
+    lines = proc.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("::stop-commands::"))
+    token = lines[start].split("::")[2]
+    assert len(token) == 32 and lines[-1] == f"::{token}::"
+    assert all(_COMMAND.fullmatch(line) for line in lines[:start]) and start >= 1
+    assert "FAIL" in "\n".join(lines[start:])
+    plain = cli("check", FIXTURES / "transformer_scan", "--baseline", baseline)
+    assert "stop-commands" not in plain.stdout

@@ -352,3 +352,14 @@ def test_spmd_partitioned_programs(loaded_profile):
     assert mesh(v) == [("data", 8)] and rows(v, "fsdp-gather", "data")
     assert not rows(v, "tensor-parallel")       # the partitioner's resharding over data is not tensor parallelism
     assert v.state.split_over == ["data"] and v.state.fsdp_saving_bytes == 0
+
+
+def test_exposed_time_is_measured_per_collective(run, loaded_profile):
+    """Each row's exposed time is its collectives' time with no compute of the device beside it,
+    measured per collective: over all rows it adds up to the devices' own exposed time."""
+    for profile in (run("parallel_3d").profile, loaded_profile("gpu_data_parallel")[0].profile):
+        v = parallelism.of(profile)
+        assert all(0 <= r.exposed_s <= r.time_s + 1e-9 for r in v.collectives)
+        devices = profile.device_activity
+        mean_exposed_s = sum(d.exposed_ns for d in devices) / len(devices) / 1e9
+        assert sum(r.exposed_s for r in v.collectives) == pytest.approx(mean_exposed_s, rel=0.02)

@@ -2,12 +2,12 @@
 
 import json
 
-from conftest import advisor
+from conftest import cli
 from test_json_schema import validate
 
 
 def test_verify_measures_each_change(tmp_path):
-    proc = advisor("run-workload", "transformer", "--steps", "2", "--verify", "--logdir", tmp_path,
+    proc = cli("run-workload", "transformer", "--steps", "2", "--verify", "--logdir", tmp_path,
                    "--select", "missing-remat", "--select", "scan-dynamic-update-slice", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     findings = {f["rule"]: f for f in json.loads(proc.stdout)["runs"][0]["findings"]}
@@ -26,7 +26,7 @@ def test_verify_measures_each_change(tmp_path):
 
 
 def test_preflight_turns_a_step_that_does_not_fit_into_a_finding(tmp_path):
-    proc = advisor("run-workload", "transformer", "--memory-limit", "50MB", "--logdir", tmp_path, "--format", "json")
+    proc = cli("run-workload", "transformer", "--memory-limit", "50MB", "--logdir", tmp_path, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     (run,) = json.loads(proc.stdout)["runs"]
     (f,) = run["findings"]
@@ -40,7 +40,7 @@ def test_preflight_turns_a_step_that_does_not_fit_into_a_finding(tmp_path):
 
 
 def test_sweep_compares_rows(tmp_path):
-    proc = advisor("sweep", "transformer", "--vary", "model.remat=none,MLP+Attn", "--steps", "2",
+    proc = cli("sweep", "transformer", "--vary", "model.remat=none,MLP+Attn", "--steps", "2",
                    "--logdir", tmp_path, "--format", "json")
     doc = validate("sweep", proc)
     rows = doc["rows"]
@@ -50,6 +50,6 @@ def test_sweep_compares_rows(tmp_path):
 
 
 def test_sweep_refuses_bad_values_before_running(tmp_path):
-    proc = advisor("sweep", "transformer", "--vary", "model.remat=MLP+Everything", "--logdir", tmp_path)
+    proc = cli("sweep", "transformer", "--vary", "model.remat=MLP+Everything", "--logdir", tmp_path)
     assert proc.returncode == 2 and "bad value for model.remat" in proc.stderr
     assert not tmp_path.exists() or not list(tmp_path.rglob("*.xplane.pb"))

@@ -83,6 +83,8 @@ def device_activity(host: str, device_ops: Optional[DeviceOps], steps: list[Step
             step_ns=total / count, steps=count if steps[0].number != -1 else 0,
             collectives={op: ns / count for op, ns in sorted(overlap.collectives.get(d, {}).items())},
             collective_wait={op: ns / count for op, ns in sorted(overlap.collective_wait.get(d, {}).items())},
+            collective_hidden={op: ns / count for op, ns in sorted(overlap.collective_hidden.get(d, {}).items())
+                               if ns > 0},
             peak_bytes=_peak(name, step_peak, allocators),
             time_by_category={c: ns / count for c, ns in sorted(by_category.items(), key=lambda kv: -kv[1])},
             top_ops={op: ns / count for op, ns in sorted(op_ns.items(), key=lambda kv: -kv[1])[:TOP_OPS]},
@@ -138,6 +140,7 @@ class _Overlap:
         self.sums: dict[int, list[float]] = {}         # device -> [busy, collective, hidden, waits] ns
         self.collectives: dict[int, dict[str, float]] = {}
         self.collective_wait: dict[int, dict[str, float]] = {}
+        self.collective_hidden: dict[int, dict[str, float]] = {}   # device -> op -> ns beside compute
         self._carry: dict[int, tuple] = {}             # device -> ops of earlier slices that end past them
         self._carry_waits: dict[int, list] = {}        # device -> (start, end, collective) waits that do
 
@@ -175,8 +178,12 @@ class _Overlap:
         sums[1] += overlap_in(*collective, steps)
         sums[2] += overlap_in(*intersect(collective, merged(starts[compute], ends[compute])), steps)
         mine = self.collectives.setdefault(d, {})
+        hidden = self.collective_hidden.setdefault(d, {})
+        busy = merged(starts[compute], ends[compute])
         for op, spans in per_collective.items():
-            mine[op] = mine.get(op, 0.0) + overlap_in(*_merged_spans(spans), steps)
+            own = _merged_spans(spans)
+            mine[op] = mine.get(op, 0.0) + overlap_in(*own, steps)
+            hidden[op] = hidden.get(op, 0.0) + overlap_in(*intersect(own, busy), steps)
         waits = sorted((s, e) for w_starts, w_ends in wait_pieces for s, e in zip(w_starts.tolist(), w_ends.tolist()))
         wait_by_op = _waits_by_collective(waits, per_collective)
         for start, end, op in self._carry_waits.pop(d, []):

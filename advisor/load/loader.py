@@ -89,7 +89,7 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         pending.cancel()
         raise
     ran = {op.module for op in timeline.ops}
-    aliases = cached_program_aliases(pending.names, ran)
+    aliases = cached_program_aliases(pending.names, ran, timeline.ops, pending.protos)
     xprof = pending.finish(aliases.get(step_module, step_module))
     protos = dict(xprof.hlo_protos)
     for key, registered in aliases.items():
@@ -156,11 +156,13 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     )
 
 
-def cached_program_aliases(registered: Optional[list[str]], ran: set[str]) -> dict[str, str]:
+def cached_program_aliases(registered: Optional[list[str]], ran: set[str], ops=(),
+                           protos: Callable[[set[str]], dict[str, bytes]] = lambda keys: {}) -> dict[str, str]:
     """{program its ops name: the key its HLO is registered under}, for the programs that ran without
     HLO under their own key. A program loaded from JAX's persistent compilation cache runs under the
-    id it was compiled with, but the profiler registers its HLO under a new one: the one program of
-    the same name that no op names is it. Several such programs: none is guessed."""
+    id it was compiled with, but the profiler registers its HLO under a new one: it is the program of
+    the same name that no op names, or among several such, the one whose instructions are every op
+    that ran under the missing key. Anything less certain: none is guessed."""
     if not registered:
         return {}
     have = set(registered)
@@ -172,9 +174,25 @@ def cached_program_aliases(registered: Optional[list[str]], ran: set[str]) -> di
     out = {}
     for name, keys in missing.items():
         spare = [r for r in registered if split_key(r)[0] == name and r not in ran]
-        if len(keys) == 1 and len(spare) == 1:
+        if len(keys) != 1 or not spare:
+            continue
+        if len(spare) > 1:
+            ran_ops = {op.name for op in ops if op.module == keys[0]}
+            spare = [key for key, data in protos(set(spare)).items() if ran_ops and ran_ops <= _instruction_names(data)]
+        if len(spare) == 1:
             out[keys[0]] = spare[0]
     return out
+
+
+def _instruction_names(data: bytes) -> set[str]:
+    from .hlo_proto import HloProto
+
+    proto = HloProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception:  # noqa: BLE001 - an unreadable candidate is no match
+        return set()
+    return {i.name for c in proto.hlo_module.computations for i in c.instructions}
 
 
 SAME_PROGRAM_SHARE = 0.9     # a host runs the first host's program when this share of its ops are its instructions

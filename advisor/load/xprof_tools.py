@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import cleanup
-from .xspace_slice import metadata_xspace, program_names
+from .xspace_slice import metadata_xspace, program_names, program_protos
 
 HLO_SUFFIX = ".hlo_proto.pb"
 _MEMORY_VIEWER = "memory_viewer.json"
@@ -60,6 +60,7 @@ class PendingXprof:
         self.folder = cleanup.mkdtemp("xprof")
         self.programs = None
         self.names: Optional[list[str]] = None     # the programs whose HLO the trace holds, `name(id)`
+        self._sliced = b""
         self.proc = None
         self.error: Optional[str] = None
         try:
@@ -68,6 +69,7 @@ class PendingXprof:
                 sliced = metadata_xspace(xplane)
                 path.write_bytes(sliced)
                 self.names = program_names(sliced)
+                self._sliced = sliced
                 self.programs = len(self.names)
             except (ValueError, IndexError):
                 # Not cleanly sliceable: let xprof read the whole file through a link.
@@ -83,6 +85,11 @@ class PendingXprof:
         except BaseException:
             self.cancel()
             raise
+
+    def protos(self, keys: set[str]) -> dict[str, bytes]:
+        """The HLO of these programs, read from the trace's metadata plane here (not xprof's files,
+        which the child may still be writing)."""
+        return program_protos(self._sliced, keys) if self._sliced else {}
 
     def finish(self, module_key: Optional[str]) -> XprofResult:
         try:

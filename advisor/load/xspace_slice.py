@@ -106,6 +106,43 @@ def program_names(xspace: bytes) -> list[str]:
     return names
 
 
+def program_protos(xspace: bytes, wanted: set[str]) -> dict[str, bytes]:
+    """The serialized HloProto of each program named in `wanted` (`name(program_id)`): the bytes
+    stat of its metadata entry (`XEventMetadata.stats = 5`, `XStat.bytes_value = 6`)."""
+    out, pos, end = {}, 0, len(xspace)
+    while pos < end:
+        key, pos = _varint(xspace, pos)
+        if key & 7 != _LEN:
+            pos = _skip(xspace, pos, key & 7)
+            continue
+        length, body = _varint(xspace, pos)
+        pos = body + length
+        if key >> 3 != _PLANES or _plane_name(xspace, body, min(pos, end)) not in _KEEP_PLANES:
+            continue
+        for number, entry, stop in _fields(xspace, body, min(pos, end)):
+            if number != 4:
+                continue
+            for n, value, value_end in _fields(xspace, entry, stop):
+                if n == 2 and _entry_name(xspace, entry, stop) in wanted:
+                    data = [bytes(xspace[b:e]) for f, s0, s1 in _fields(xspace, value, value_end) if f == 5
+                            for g, b, e in _fields(xspace, s0, s1) if g == 6]
+                    if data:
+                        out[_entry_name(xspace, entry, stop)] = data[0]
+    return out
+
+
+def _fields(buf, pos: int, end: int):
+    """(field number, body start, body end) of each length-delimited field in buf[pos:end]."""
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        if key & 7 != _LEN:
+            pos = _skip(buf, pos, key & 7)
+            continue
+        length, body = _varint(buf, pos)
+        yield key >> 3, body, body + length
+        pos = body + length
+
+
 def _entry_name(buf, pos: int, end: int) -> str:
     """A map entry's `value = 2` (XEventMetadata), then its `name = 2`."""
     while pos < end:

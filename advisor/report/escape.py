@@ -14,9 +14,13 @@ html(s)        HTML text or attribute value
 
 from __future__ import annotations
 
+import contextlib
 import html as _html
+import os
 import re
+import secrets
 import string
+import sys
 
 from rich.text import Text
 
@@ -103,3 +107,20 @@ def sarif_text(s) -> str:
     """A SARIF plain-text message: `[text](n)` there is an embedded link (SARIF 2.1.0 §3.11.6), so
     literal brackets, and the backslashes before them, are backslash-escaped."""
     return re.sub(r"(\\*)([\[\]])", lambda m: m.group(1) * 2 + "\\" + m.group(2), visible(s))
+
+
+@contextlib.contextmanager
+def github_commands_off(stream=None):
+    """Under GitHub Actions, what is printed inside the block cannot issue workflow commands: it is
+    framed by `::stop-commands::TOKEN` and `::TOKEN::` (GitHub's own way to print untrusted text).
+    Elsewhere it does nothing."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        yield
+        return
+    stream = stream or sys.stdout
+    token = secrets.token_hex(16)
+    print(f"::stop-commands::{token}", file=stream, flush=True)
+    try:
+        yield
+    finally:
+        print(f"::{token}::", file=stream, flush=True)

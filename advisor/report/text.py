@@ -115,7 +115,9 @@ def _verified(doc: dict, console: Console) -> None:
         st = v["step_time_ms"]
         pm = v["peak_memory_bytes"]
         step = f"{st[0]:.1f} -> {st[1]:.1f} ms (x{v['step_time_ratio']:.2f}, noise {v['step_time_noise']:.0%})"
-        peak = f"{mib(pm[0])} -> {mib(pm[1])} (x{v['peak_memory_ratio']:.2f})" if pm[0] and pm[1] else "n/a"
+        req = v.get("compiled_required_bytes") or [None, None]
+        peak = (f"{mib(pm[0])} -> {mib(pm[1])} (x{v['peak_memory_ratio']:.2f})" if pm[0] and pm[1]
+                else f"{mib(req[0])} -> {mib(req[1])} (compiled)" if req[0] and req[1] else "n/a")
         promised = v["promised"].replace("_", " ")
         verdict = (Text.assemble(("verified", "green"), terminal(f": {promised} improved")) if v["improved"]
                    else Text.assemble(("not verified", "yellow"), terminal(f": {promised} did not improve")))
