@@ -219,3 +219,14 @@ def test_calibrate_measures_and_analyze_uses_it(tmp_path, monkeypatch):
         "runs"][0]["summary"]["efficiency"]
     assert eff["peak"]["source"].startswith("measured on vm by advisor calibrate")
     assert eff["mfu"] == pytest.approx(0.147, abs=0.002)
+
+
+def test_collectives_are_communication_not_a_roofline():
+    """8 simulated devices, data parallel: the exposed all-reduces lead the step (comm-bound), and no
+    collective is called memory-bound for moving bytes without FLOPs."""
+    doc = cli("analyze", FIXTURES / "parallel" / "data_parallel", "--format", "json", "--peak-flops", "200G",
+              "--peak-bandwidth", "20GB/s")
+    eff = __import__("json").loads(doc.stdout)["runs"][0]["summary"]["efficiency"]
+    assert eff["bound"] == "communication" and eff["verdict"].startswith("communication-bound")
+    assert eff["devices"] == 8
+    assert {c["bound"] for c in eff["categories"] if c["category"] == "collective"} == {"communication"}
