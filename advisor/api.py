@@ -57,8 +57,10 @@ class Report:
         return render_report(self)
 
     def save_html(self, path: Union[str, Path]) -> Path:
-        from .outputs import write_text
+        """Raises AdvisorError for a path that is one of the traces read, or inside their run folders."""
+        from .outputs import refuse_overwrite, write_text
         path = Path(path)
+        refuse_overwrite({"save_html": path}, [a.profile.path for a in self.runs])
         write_text(path, self.to_html())
         return path
 

@@ -261,3 +261,14 @@ def test_a_percent_sign_in_setup_cfg_is_a_percent_sign(tmp_path):
     (tmp_path / "setup.cfg").write_text("[advisor]\nselect = host-bound\nhost-bound.min_idle_share = 50%\n")
     line = one_line(cli("analyze", SCAN, cwd=tmp_path))
     assert "'50%'" in line and "Interpolation" not in line
+
+
+def test_save_html_never_writes_into_a_run_it_read(run):
+    import advisor
+    from advisor.errors import AdvisorError
+    report = advisor.analyze(run)
+    xplane = next(run.rglob("*.xplane.pb"))
+    for target in (xplane, xplane.parent / "report.html"):
+        with pytest.raises(AdvisorError, match="save_html"):
+            report.save_html(target)
+    assert report.save_html(run.parent / "report.html").is_file()

@@ -17,7 +17,8 @@ Conventions:
   (ops JAX names `rematted_computation`).
 - An op whose execution takes under LATENCY_NS is latency-bound (too short to reach either roof);
   else compute-bound when its arithmetic intensity (FLOPs per byte) reaches the ridge point (peak
-  FLOP/s over peak bytes/s), memory-bound below it.
+  FLOP/s over peak bytes/s), memory-bound below it. Collectives are communication, judged by the
+  time they leave exposed (no compute beside them), never by a roofline.
 - A rate above 100% of a peak is never given as an efficiency: the share is null and a note says
   that the peak (or the count) cannot be right.
 """
@@ -174,6 +175,8 @@ def device_peak(profile: Profile, dtype: str, user: Optional[UserPeaks] = None) 
 
 
 def op_bound(row: OpRow, peak: Optional[Peak]) -> Optional[str]:
+    if row.instruction.collective:
+        return "communication"      # judged by its exposed time (the devices' activity), not by a roofline
     if row.ns_per_execution < LATENCY_NS:
         return "latency"
     if peak is None or not peak.flops_per_s or not peak.bytes_per_s:
@@ -325,7 +328,8 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     step_ns = step_s * 1e9 if step_s else None
     by_bound: dict[str, float] = collections.defaultdict(float)
     for r in rows:
-        by_bound[bounds[id(r)] or "unknown"] += r.time_ns / per
+        if bounds[id(r)] != "communication":        # collectives count by their exposed time below
+            by_bound[bounds[id(r)] or "unknown"] += r.time_ns / per
     times = {"host": idle, "communication": exposed, **by_bound}
     known = {k: v for k, v in times.items() if k != "unknown" and v > 0}
     if not known:
