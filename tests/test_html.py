@@ -136,3 +136,11 @@ def test_the_same_input_gives_the_same_file():
 
     first = advisor.analyze(str(ROOT / "fixtures" / "transformer_scan")).to_html()
     assert first == advisor.analyze(str(ROOT / "fixtures" / "transformer_scan")).to_html()
+
+
+def test_code_spans_are_code_not_backticks():
+    from advisor.report.html import _prose
+
+    assert _prose("use `jax.jit(f)` here") == "use <code>jax.jit(f)</code> here"
+    assert _prose("a `<b>` tag") == "a <code>&lt;b&gt;</code> tag"      # data inside is escaped
+    assert _prose("one ` alone") == "one ` alone"
