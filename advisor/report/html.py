@@ -327,7 +327,9 @@ def page(title: str, body: str) -> str:
 
 
 # text stays text in the SVG (small, searchable); set only while drawing, never in the user's session
-STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
+# svg.hashsalt: the ids in the SVG come from this salt, not from random: the same input gives the same file
+STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
+         "svg.hashsalt": "advisor"}
 
 
 def render_report(report) -> str:
