@@ -112,6 +112,7 @@ def test_text_report_has_the_verdict_on_top_and_the_section():
     lines = out.splitlines()
     assert lines[1].startswith("verdict: ")
     assert "MFU / HFU" in out and "op time by category on one device, over 2 steps" in out
+    assert "the 5 longest ops against their roofline" in out
     assert "source: FLOP/s: --peak-flops; bytes/s: --peak-bandwidth" in out
 
 
@@ -175,6 +176,8 @@ def test_real_gpu_traces(gpu):
                                                  for k in ("flops_share_of_peak", "bytes_share_of_peak")]:
             assert share is None or 0 <= share <= 1
         assert not any("cannot be right" in n for n in eff["notes"])
+        shares = [o["roof_share"] for o in eff["ops"] if o["roof_share"] is not None]
+        assert shares and all(0 < x <= 1 for x in shares)
 
 
 def test_html_report_has_the_roofline_and_the_category_table():

@@ -305,17 +305,28 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         "latency_threshold_us": LATENCY_NS / 1e3,
         "unknown_flops_time_share": _round(unknown_ns / total_ns) if total_ns else None,
         "categories": categories,
-        "ops": [_op_json(r, bounds[id(r)]) for r in rows[:TOP_OPS]],
+        "ops": [_op_json(r, bounds[id(r)], peak) for r in rows[:TOP_OPS]],
         "notes": notes,
     }
 
 
-def _op_json(r: OpRow, bound: Optional[str]) -> dict[str, Any]:
+def roof_share(r: OpRow, peak: Optional[Peak]) -> Optional[float]:
+    """The op's time at its roof over its measured time: how close it runs to what the peaks allow at
+    its intensity (None without both peaks, FLOPs or time; above 1 means a peak that cannot be right)."""
+    if peak is None or not peak.flops_per_s or not peak.bytes_per_s or r.flops is None or r.time_ns <= 0:
+        return None
+    at_roof_s = max(r.flops / peak.flops_per_s, r.bytes / peak.bytes_per_s)
+    return at_roof_s / (r.time_ns / 1e9)
+
+
+def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak]) -> dict[str, Any]:
     t = r.time_ns / 1e9
-    return {"name": r.name, "module": r.module, "category": r.category, "time_s": _round(t, 6), "executions": _round(r.executions, 6),
-            "flops": r.flops, "bytes": r.bytes, "intensity": _round(r.intensity),
+    share = roof_share(r, peak) if bound != "communication" else None
+    return {"name": r.name, "module": r.module, "category": r.category, "time_s": _round(t, 6),
+            "executions": _round(r.executions, 6), "flops": r.flops, "bytes": r.bytes, "intensity": _round(r.intensity),
             "flops_per_s": _round(r.flops / t) if r.flops is not None and t > 0 else None,
-            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound}
+            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound,
+            "roof_share": _round(share) if share is not None and share <= 1 else None}
 
 
 def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[Peak], mfu: Optional[float],
