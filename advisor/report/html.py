@@ -340,17 +340,25 @@ STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes
          "svg.hashsalt": "advisor"}
 
 
-def render_report(report) -> str:
-    """The HTML of an advisor.Report (analyze, run-workload, trace)."""
+def render_report(report, check=None) -> str:
+    """The HTML of an advisor.Report (analyze, run-workload, trace); `check`: the CheckResult of
+    `advisor check`, whose verdict leads the page."""
     import matplotlib
 
     with matplotlib.rc_context(STYLE):
-        return _render_report(report)
+        return _render_report(report, check)
 
 
-def _render_report(report) -> str:
+def _verdict(check) -> str:
+    failed = [c for c in check.checks if not c.passed]
+    items = "".join(f"<li><code>{_e(c.name)}</code>: {_e(c.message)}</li>" for c in failed)
+    return (f'<section class="verdict"><h2>advisor check {"passed" if check.passed else "failed"}</h2>'
+            + (f"<ul>{items}</ul>" if items else f"<p>all {len(check.checks)} checks passed</p>") + "</section>")
+
+
+def _render_report(report, check=None) -> str:
     docs = json.loads(report.to_json())
-    parts = [_run(doc, a) for doc, a in zip(docs["runs"], report.runs)]
+    parts = ([_verdict(check)] if check is not None else []) + [_run(doc, a) for doc, a in zip(docs["runs"], report.runs)]
     if docs["failed"]:
         parts.append("<h2>Runs not analyzed</h2><ul>" + "".join(
             f"<li><code>{_e(f['path'])}</code>: {_e(f['reason'])}</li>" for f in docs["failed"]) + "</ul>")
