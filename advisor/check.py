@@ -62,12 +62,13 @@ def _evidence_json(e: Optional["StepTimeEvidence"]) -> Optional[dict]:
     return out
 
 
-def save_baseline(path: Path, analysis: Analysis, workload: Optional[dict] = None) -> None:
+def save_baseline(path: Path, analysis: Analysis, workload: Optional[dict] = None, kept: bool = True) -> None:
+    """kept: the trace stays where it was read (False: a temporary folder, removed after: not named)."""
     doc = {
         "schema_version": BASELINE_VERSION,
         "advisor_version": __version__,
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
-        "trace": analysis.profile.path,
+        "trace": analysis.profile.path if kept else None,
         "workload": workload,
         "metrics": metrics(analysis).to_json(),
     }

@@ -492,7 +492,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                                    f"({'; '.join(analysis.profile.warnings)}); pass --allow-partial to judge "
                                    "what could be read")
             if write_baseline:
-                save_baseline(write_baseline, analysis, workload_info)
+                save_baseline(write_baseline, analysis, workload_info, kept=not (workload and logdir is None))
                 _err.print(terminal(f"advisor: baseline written to {write_baseline}"))
                 if not base and not workers:
                     sys.exit(0)
@@ -522,7 +522,8 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
         ci.sarif(result, rules, sarif)
     if html_out:
         from .api import Report
-        Report([analysis], [], str(path), "check").save_html(html_out)
+        label = f"{workload} ({preset}) {' '.join(items)}".strip() if workload and logdir is None else str(path)
+        Report([analysis], [], label, "check").save_html(html_out)
     ci.github(result)
     if fmt == "json":
         from .report.json_report import dumps, envelope

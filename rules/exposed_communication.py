@@ -55,7 +55,7 @@ from __future__ import annotations
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import mib, ms, pct
+from advisor.units import mib, ms, pct, size
 from advisor.views import parallelism
 
 MANY_COLLECTIVES = 4      # per step: from this many small collectives, combining them is the advice
@@ -129,7 +129,7 @@ def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int 
                 "overlap them with compute (prefetch the next layer's weights), or shard over fewer devices "
                 "where memory allows")
     elif small:
-        text = (f"{count:.0f} collectives per step move {mib(moved)} per device, {mib(int(moved / count))} each: "
+        text = (f"{count:.0f} collectives per step move {size(moved)} per device, {size(int(moved / count))} each: "
                 "fewer, larger collectives (group the gradients into one all-reduce; XLA combines small ones "
                 "up to --xla_gpu_all_reduce_combine_threshold_bytes on GPU)")
     else:

@@ -280,3 +280,16 @@ def test_a_verdict_still_undecided_is_measured_again_by_fresh_workers():
     assert not paired_verdict(wide, 0.10).regressed and needs_more_rounds(paired_verdict(wide, 0.10), 0.10)
     pooled, again = confirm(wide, lambda: [_FakeWorker(100.0), _FakeWorker(125.0)], 0.10, rounds=8, steps=2)
     assert len(again) == 2 and len(pooled.ratios()) == 16 and paired_verdict(pooled, 0.10).regressed
+
+
+def test_a_baseline_from_a_temporary_trace_names_no_path(tmp_path, loaded_profile):
+    """check --workload without --logdir traces into a temporary folder removed after: the baseline
+    does not record that path (it names the workload instead)."""
+    from advisor.check import save_baseline
+
+    (analysis,) = loaded_profile("transformer_scan")
+    save_baseline(tmp_path / "b.json", analysis, {"name": "transformer", "preset": "tiny", "overrides": []}, kept=False)
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["trace"] is None and doc["workload"]["name"] == "transformer"
+    save_baseline(tmp_path / "c.json", analysis)
+    assert json.loads((tmp_path / "c.json").read_text())["trace"] == analysis.profile.path

@@ -112,6 +112,7 @@ def test_text_report_has_the_verdict_on_top_and_the_section():
     lines = out.splitlines()
     assert lines[1].startswith("verdict: ")
     assert "MFU / HFU" in out and "op time by category on one device, over 2 steps" in out
+    assert "the 5 longest ops against their roofline" in out
     assert "source: FLOP/s: --peak-flops; bytes/s: --peak-bandwidth" in out
 
 
@@ -175,6 +176,8 @@ def test_real_gpu_traces(gpu):
                                                  for k in ("flops_share_of_peak", "bytes_share_of_peak")]:
             assert share is None or 0 <= share <= 1
         assert not any("cannot be right" in n for n in eff["notes"])
+        shares = [o["roof_share"] for o in eff["ops"] if o["roof_share"] is not None]
+        assert shares and all(0 < x <= 1 for x in shares)
 
 
 def test_html_report_has_the_roofline_and_the_category_table():
@@ -197,3 +200,36 @@ def test_check_gates_on_mfu_and_compare_shows_it():
     assert unknown.returncode == 1 and "MFU unknown" in unknown.stdout
     out = cli("compare", FIXTURES / "transformer_scan", FIXTURES / "transformer_remat", *peaks).stdout
     assert "MFU" in out and "14.7%" in out and "--peak-flops" in out
+
+
+def test_calibrate_measures_and_analyze_uses_it(tmp_path, monkeypatch):
+    """advisor calibrate stores this host's figures; analyze uses them for a trace of the same host."""
+    import json
+    import socket
+
+    from advisor import calibrate
+
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path))
+    out = cli("calibrate", "--size", "128", "--stream-mib", "16")
+    assert out.returncode == 0 and "matmul" in out.stdout and "stream" in out.stdout
+    mine = calibrate.stored("cpu", socket.gethostname())
+    assert mine.flops_per_s > 0 and mine.bytes_per_s > 0 and "advisor calibrate" in mine.flops_source
+    # the committed trace was recorded on a host named "vm": a calibration of that host is used for it
+    entry = dict(json.loads((tmp_path / calibrate.FILE).read_text())[0], host="vm",
+                 flops_per_s=200e9, bytes_per_s=20e9)
+    calibrate.save(entry)
+    eff = json.loads(cli("analyze", FIXTURES / "transformer_scan", "--format", "json").stdout)[
+        "runs"][0]["summary"]["efficiency"]
+    assert eff["peak"]["source"].startswith("measured on vm by advisor calibrate")
+    assert eff["mfu"] == pytest.approx(0.147, abs=0.002)
+
+
+def test_collectives_are_communication_not_a_roofline():
+    """8 simulated devices, data parallel: the exposed all-reduces lead the step (comm-bound), and no
+    collective is called memory-bound for moving bytes without FLOPs."""
+    doc = cli("analyze", FIXTURES / "parallel" / "data_parallel", "--format", "json", "--peak-flops", "200G",
+              "--peak-bandwidth", "20GB/s")
+    eff = __import__("json").loads(doc.stdout)["runs"][0]["summary"]["efficiency"]
+    assert eff["bound"] == "communication" and eff["verdict"].startswith("communication-bound")
+    assert eff["devices"] == 8
+    assert {c["bound"] for c in eff["categories"] if c["category"] == "collective"} == {"communication"}

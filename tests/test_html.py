@@ -128,3 +128,19 @@ def test_rendering_leaves_the_users_matplotlib_settings_alone(report):
     before = dict(matplotlib.rcParams)
     report.to_html()
     assert dict(matplotlib.rcParams) == before
+
+
+def test_the_same_input_gives_the_same_file():
+    """Byte for byte: matplotlib's SVG ids come from a fixed salt, and no date is written."""
+    import advisor
+
+    first = advisor.analyze(str(ROOT / "fixtures" / "transformer_scan")).to_html()
+    assert first == advisor.analyze(str(ROOT / "fixtures" / "transformer_scan")).to_html()
+
+
+def test_code_spans_are_code_not_backticks():
+    from advisor.report.html import _prose
+
+    assert _prose("use `jax.jit(f)` here") == "use <code>jax.jit(f)</code> here"
+    assert _prose("a `<b>` tag") == "a <code>&lt;b&gt;</code> tag"      # data inside is escaped
+    assert _prose("one ` alone") == "one ` alone"

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from .escape import terminal
 
+TOP_OPS = 5        # ops listed against their roofline in the text report
 _BOUND_STYLE = {"compute": "green", "memory": "yellow", "latency": "magenta", "host": "red", "communication": "cyan"}
 
 
@@ -89,6 +90,18 @@ def render(doc: dict, console: Console) -> None:
                       count(c["bytes"], "B"), rate(c["flops_per_s"]), rate(c["bytes_per_s"], "B/s"),
                       pct(c["flops_share_of_peak"]), pct(c["bytes_share_of_peak"]),
                       terminal(c["bound"] or "-", _BOUND_STYLE.get(c["bound"] or "", "")))
+        console.print(t)
+    ops = [o for o in eff.get("ops") or [] if o.get("bound") != "communication"][:TOP_OPS]
+    if ops and peak:
+        t = Table(title=Text(f"the {len(ops)} longest ops against their roofline (share of the rate the peaks "
+                             "allow at their intensity)"), title_justify="left")
+        for col in ("op", "category", "time", "FLOP/B", "FLOP/s", "bytes/s", "of roof", "bound"):
+            t.add_column(col, justify="left" if col in ("op", "category", "bound") else "right")
+        for o in ops:
+            t.add_row(terminal(o["name"]), terminal(o["category"]), f"{o['time_s'] * 1e3:.3f} ms",
+                      "-" if o.get("intensity") is None else f"{o['intensity']:.3g}", rate(o.get("flops_per_s")),
+                      rate(o.get("bytes_per_s"), "B/s"), pct(o.get("roof_share")),
+                      terminal(o.get("bound") or "-", _BOUND_STYLE.get(o.get("bound") or "", "")))
         console.print(t)
     for note in eff.get("notes", []):
         console.print(terminal(f"note: {note}", "dim"))

@@ -41,6 +41,14 @@ def _e(x: Any) -> str:
     return escape.html(x)
 
 
+def _prose(text: str) -> str:
+    """A recommendation's text: its `code` spans as <code>, every part escaped (no raw backticks)."""
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:       # an odd number of backticks: not code spans, shown as written
+        return _e(text)
+    return "".join(f"<code>{_e(p)}</code>" if i % 2 else _e(p) for i, p in enumerate(parts))
+
+
 def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
@@ -99,10 +107,10 @@ def _finding(f: dict, extra: str = "") -> str:
     out = [f'<section class="finding {_e(f["severity"])}" id="rule-{_e(f["rule"])}">',
            f'<h3><span class="sev">{_e(f["severity"])}</span> <code>{_e(f["rule"])}</code> {_e(f["title"])}</h3>',
            "<dl>",
-           f"<dt>recommendation</dt><dd>{_e(rec['text'])} {config}</dd>",
-           f"<dt>expected gain</dt><dd>{_e(exp['text'])}{_e(saving)}</dd>",
-           f"<dt>cost</dt><dd>{_e(rec['cost'])}</dd>",
-           f"<dt>checked</dt><dd>{_e(rec.get('checked', 'estimated'))}: {_e(rec.get('check', ''))}</dd>",
+           f"<dt>recommendation</dt><dd>{_prose(rec['text'])} {config}</dd>",
+           f"<dt>expected gain</dt><dd>{_prose(exp['text'])}{_e(saving)}</dd>",
+           f"<dt>cost</dt><dd>{_prose(rec['cost'])}</dd>",
+           f"<dt>checked</dt><dd>{_e(rec.get('checked', 'estimated'))}: {_prose(rec.get('check', ''))}</dd>",
            f"<dt>source</dt><dd>{'<code>' + _e(f['source']) + '</code>' if f.get('source') else 'not in the trace'}</dd>",
            "</dl>",
            f"<details><summary>evidence</summary><dl>{evidence}</dl></details>", extra]
@@ -327,7 +335,9 @@ def page(title: str, body: str) -> str:
 
 
 # text stays text in the SVG (small, searchable); set only while drawing, never in the user's session
-STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
+# svg.hashsalt: the ids in the SVG come from this salt, not from random: the same input gives the same file
+STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
+         "svg.hashsalt": "advisor"}
 
 
 def render_report(report) -> str:

@@ -17,7 +17,8 @@ Conventions:
   (ops JAX names `rematted_computation`).
 - An op whose execution takes under LATENCY_NS is latency-bound (too short to reach either roof);
   else compute-bound when its arithmetic intensity (FLOPs per byte) reaches the ridge point (peak
-  FLOP/s over peak bytes/s), memory-bound below it.
+  FLOP/s over peak bytes/s), memory-bound below it. Collectives are communication, judged by the
+  time they leave exposed (no compute beside them), never by a roofline.
 - A rate above 100% of a peak is never given as an efficiency: the share is null and a note says
   that the peak (or the count) cannot be right.
 """
@@ -174,6 +175,8 @@ def device_peak(profile: Profile, dtype: str, user: Optional[UserPeaks] = None) 
 
 
 def op_bound(row: OpRow, peak: Optional[Peak]) -> Optional[str]:
+    if row.instruction.collective:
+        return "communication"      # judged by its exposed time (the devices' activity), not by a roofline
     if row.ns_per_execution < LATENCY_NS:
         return "latency"
     if peak is None or not peak.flops_per_s or not peak.bytes_per_s:
@@ -302,17 +305,28 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         "latency_threshold_us": LATENCY_NS / 1e3,
         "unknown_flops_time_share": _round(unknown_ns / total_ns) if total_ns else None,
         "categories": categories,
-        "ops": [_op_json(r, bounds[id(r)]) for r in rows[:TOP_OPS]],
+        "ops": [_op_json(r, bounds[id(r)], peak) for r in rows[:TOP_OPS]],
         "notes": notes,
     }
 
 
-def _op_json(r: OpRow, bound: Optional[str]) -> dict[str, Any]:
+def roof_share(r: OpRow, peak: Optional[Peak]) -> Optional[float]:
+    """The op's time at its roof over its measured time: how close it runs to what the peaks allow at
+    its intensity (None without both peaks, FLOPs or time; above 1 means a peak that cannot be right)."""
+    if peak is None or not peak.flops_per_s or not peak.bytes_per_s or r.flops is None or r.time_ns <= 0:
+        return None
+    at_roof_s = max(r.flops / peak.flops_per_s, r.bytes / peak.bytes_per_s)
+    return at_roof_s / (r.time_ns / 1e9)
+
+
+def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak]) -> dict[str, Any]:
     t = r.time_ns / 1e9
-    return {"name": r.name, "module": r.module, "category": r.category, "time_s": _round(t, 6), "executions": _round(r.executions, 6),
-            "flops": r.flops, "bytes": r.bytes, "intensity": _round(r.intensity),
+    share = roof_share(r, peak) if bound != "communication" else None
+    return {"name": r.name, "module": r.module, "category": r.category, "time_s": _round(t, 6),
+            "executions": _round(r.executions, 6), "flops": r.flops, "bytes": r.bytes, "intensity": _round(r.intensity),
             "flops_per_s": _round(r.flops / t) if r.flops is not None and t > 0 else None,
-            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound}
+            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound,
+            "roof_share": _round(share) if share is not None and share <= 1 else None}
 
 
 def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[Peak], mfu: Optional[float],
@@ -325,7 +339,8 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     step_ns = step_s * 1e9 if step_s else None
     by_bound: dict[str, float] = collections.defaultdict(float)
     for r in rows:
-        by_bound[bounds[id(r)] or "unknown"] += r.time_ns / per
+        if bounds[id(r)] != "communication":        # collectives count by their exposed time below
+            by_bound[bounds[id(r)] or "unknown"] += r.time_ns / per
     times = {"host": idle, "communication": exposed, **by_bound}
     known = {k: v for k, v in times.items() if k != "unknown" and v > 0}
     if not known:
