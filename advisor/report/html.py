@@ -387,9 +387,9 @@ def compare_section(name: str, comparison) -> str:
 
 def _compare_section(name: str, c) -> str:
     d = c.to_json()
-    rows = [["step time (ms)", d["base"]["step_time_ms"], d["new"]["step_time_ms"], d["step_time_ratio"]],
-            ["peak memory (MiB)", _m(d["base"]["peak_memory_bytes"]), _m(d["new"]["peak_memory_bytes"]),
-             d["peak_memory_ratio"]]]
+    rows = [["step time (ms)", _num(d["base"]["step_time_ms"]), _num(d["new"]["step_time_ms"]), _x(d["step_time_ratio"])],
+            ["peak memory (MiB)", _num(_m(d["base"]["peak_memory_bytes"]), 1), _num(_m(d["new"]["peak_memory_bytes"]), 1),
+             _x(d["peak_memory_ratio"])]]
     cats = sorted(d["category_ratios"])
     b = [d["base"]["category_ms_per_step"].get(k, 0.0) for k in cats]
     n = [d["new"]["category_ms_per_step"].get(k, 0.0) for k in cats]
@@ -403,12 +403,25 @@ def _compare_section(name: str, c) -> str:
     ax.set_title("op time by category: base and new", loc="left")
     return (f"<h2>{_e(name)}</h2>"
             + _table(["measure", "base", "new", "new / base"], rows,
-                     f"step-time noise (relative spread): {d['step_time_noise']}")
+                     f"step-time noise (relative spread): {_pct(d['step_time_noise'])}")
             + _chart(_svg(fig), _table(["category", "base ms", "new ms", "new / base"],
-                                       [[k, bb, nn, d["category_ratios"][k]] for k, bb, nn in zip(cats, b, n)],
+                                       [[k, _num(bb), _num(nn), _x(d["category_ratios"][k])]
+                                        for k, bb, nn in zip(cats, b, n)],
                                        "op time by category per step"), "category deltas")
             + f"<p>findings added: {_e(', '.join(d['findings_added']) or 'none')}; removed: "
               f"{_e(', '.join(d['findings_removed']) or 'none')}</p>")
+
+
+def _num(v, digits: int = 2) -> str:
+    return "n/a" if v is None else f"{v:,.{digits}f}"
+
+
+def _x(ratio) -> str:
+    return "n/a" if ratio is None else f"x{ratio:.2f}"
+
+
+def _pct(share) -> str:
+    return "n/a" if share is None else f"{share * 100:.1f}%"
 
 
 def _m(b: Optional[int]) -> Optional[float]:
