@@ -154,11 +154,15 @@ def main():
               help="The device mesh's axes, major first as in Mesh(devices.reshape(sizes), names), e.g. "
                    "data=2,pipe=2,tensor=2: names the axes of the parallelism section (else they are inferred "
                    "from the HLO's device groups and named by what runs over them).")
+@click.option("--compile-check", "compile_advice", is_flag=True,
+              help="For a trace recorded by a bundled workload: compile the workload with each recommended config "
+                   "change (on this machine, when its backend is the trace's) and print the compiled peak; a change "
+                   "the compiler refutes is not printed as a fix.")
 @rule_options
 @peak_options
 @user_errors
-def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text, select, ignore, option,
-            device_memory, peak_flops, peak_bandwidth):
+def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text, compile_advice, select, ignore,
+            option, device_memory, peak_flops, peak_bandwidth):
     """Diagnose existing traces: a logdir, a run folder or one .xplane.pb, as a path or a URL
     (gs://bucket/logdir, s3://..., file://..., any fsspec URL).
 
@@ -180,11 +184,17 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
                    "steps": parse_steps_flag(steps_text), "peaks": resolve_peaks(peak_flops, peak_bandwidth),
                    "mesh": _mesh_flag(mesh_text)}
     progress = _progress(sys.stderr.isatty())
-    if fmt == "html":
+    if compile_advice and fmt == "jsonl":
+        raise AdvisorError("--compile-check needs the whole report: use --format text, json or html")
+    if fmt == "html" or compile_advice:
         from .api import analyze as analyze_api
 
         report = analyze_api(path, [r.id for r in rules], options=options, device_memory=capacity,
                              progress=progress, **run_options)
+        if compile_advice:
+            from .verification import compile_check_trace
+            for analysis in report.runs:
+                compile_check_trace(analysis, _progress(True))
         _emit(report, fmt, output)
         failed = [f.to_json() for f in report.failed]
     else:

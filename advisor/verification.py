@@ -56,13 +56,14 @@ def refute(finding: Finding, checked: str, reason: str) -> None:
 
 
 def compile_check(name: str, preset: str, overrides: list[str], analysis: Analysis,
-                  progress: Callable[[str], None] = lambda m: None) -> None:
-    """Compile the workload with each recommended config change and record what it would need."""
+                  progress: Callable[[str], None] = lambda m: None, base: Optional[int] = None) -> None:
+    """Compile the workload with each recommended config change and record what it would need
+    (`base`: what the step needs as it ran; default: the run's own compiled figure)."""
     from advisor import workloads
 
     from .runner import estimate_bytes
 
-    base = _meta(analysis).get("required_bytes")
+    base = base or _meta(analysis).get("required_bytes")
     for finding in analysis.findings:
         rec = finding.recommendation
         if not rec.config:
@@ -92,6 +93,50 @@ def compile_check(name: str, preset: str, overrides: list[str], analysis: Analys
             rec.check = f"step time from this trace (--verify re-runs and measures it); compiled {figures}"
             if need > base / MEMORY_GAIN:
                 rec.cost = f"{rec.cost}; peak memory grows: {mib(base)} -> {mib(need)} (compiled)"
+
+
+def overrides_of(name: str, preset: str, config: dict) -> list[str]:
+    """The `--set` items that turn the preset into the recorded config (what a trace's run was given)."""
+    from advisor import workloads
+
+    base = workloads.resolve(name, preset, [])
+    norm = lambda v: list(v) if isinstance(v, (list, tuple)) else v  # noqa: E731
+    return [o for section, fields in config.items() for key, value in fields.items()
+            if norm(base.get(section, {}).get(key)) != norm(value)
+            for o in as_overrides({f"{section}.{key}": value})]
+
+
+def compile_check_trace(analysis: Analysis, progress: Callable[[str], None] = lambda m: None) -> None:
+    """`analyze --compile-check`: a trace recorded by a bundled workload, its config changes compiled
+    here, on this machine's backend when it is the trace's and has the devices the config needs."""
+    import jax
+
+    from advisor.workloads import parallel
+
+    meta = _meta(analysis)
+    name, preset, config = meta.get("workload"), meta.get("preset"), meta.get("config")
+    if not name or not preset or not isinstance(config, dict):
+        return
+    why = None
+    if jax.default_backend() != analysis.profile.backend:
+        why = f"this machine's backend is {jax.default_backend()}, the trace's {analysis.profile.backend}"
+    elif jax.device_count() < parallel.devices_needed(config):
+        why = f"the config needs {parallel.devices_needed(config)} devices, this process has {jax.device_count()}"
+    if why:
+        for f in analysis.findings:
+            if f.recommendation.config:
+                f.recommendation.check += f" (not compiled: {why})"
+        return
+    from advisor import workloads
+
+    from .runner import estimate_bytes
+
+    overrides = overrides_of(name, preset, config)
+    if not any(f.recommendation.config for f in analysis.findings):
+        return
+    progress("compiling the step as it ran, on this machine (not running)")
+    base = estimate_bytes(name, workloads.resolve(name, preset, overrides))   # like for like with the variants
+    compile_check(name, preset, overrides, analysis, progress, base)
 
 
 def verify_workload(name: str, preset: str, overrides: list[str], before: Analysis, logdir: Path,

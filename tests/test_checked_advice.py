@@ -78,3 +78,17 @@ def test_a_rule_that_escalates_says_when():
     rule = {r.id: r for r in all_rules()}["recompilation"]
     assert rule.severity == "warning" and "error when" in rule.escalation
     assert f"| {rule.severity_text} |" in rules_table() and "error when" in rule.severity_text
+
+
+def test_analyze_compile_check_on_a_bundled_workload_trace():
+    """`analyze --compile-check` on a trace the bundled Transformer recorded: the step as it ran and
+    the remat variant are compiled here; remat's saving is the compiled one."""
+    from conftest import cli
+
+    proc = cli("analyze", FIXTURES / "transformer_scan", "--compile-check", "--select", "missing-remat",
+               "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    (f,) = json.loads(proc.stdout)["runs"][0]["findings"]
+    rec = f["recommendation"]
+    assert rec["checked"] == "compiled" and "--set model.remat=MLP,Attn: peak" in rec["check"]
+    assert "compiled:" in rec["expected"]["text"] and rec["expected"]["saving"] > 0
