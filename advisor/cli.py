@@ -523,7 +523,8 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     if html_out:
         from .api import Report
         label = f"{workload} ({preset}) {' '.join(items)}".strip() if workload and logdir is None else str(path)
-        Report([analysis], [], label, "check").save_html(html_out)
+        from .report.html import render_report
+        write_text(html_out, render_report(Report([analysis], [], label, "check"), result))
     ci.github(result)
     if fmt == "json":
         from .report.json_report import dumps, envelope

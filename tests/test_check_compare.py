@@ -293,3 +293,13 @@ def test_a_baseline_from_a_temporary_trace_names_no_path(tmp_path, loaded_profil
     assert doc["trace"] is None and doc["workload"]["name"] == "transformer"
     save_baseline(tmp_path / "c.json", analysis)
     assert json.loads((tmp_path / "c.json").read_text())["trace"] == analysis.profile.path
+
+
+def test_check_html_leads_with_its_verdict(tmp_path):
+    run = FIXTURES / "transformer_remat"
+    assert cli("check", run, "--write-baseline", tmp_path / "b.json").returncode == 0
+    proc = cli("check", run, "--baseline", tmp_path / "b.json", "--html", tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    verdict = "advisor check passed" if proc.returncode == 0 else "advisor check failed"
+    assert '<section class="verdict">' in page and verdict in page
+    assert page.index(verdict) < page.index("<h2", page.index(verdict) + 1)    # before the run's own sections

@@ -136,3 +136,25 @@ def test_the_same_input_gives_the_same_file():
 
     first = advisor.analyze(str(ROOT / "fixtures" / "transformer_scan")).to_html()
     assert first == advisor.analyze(str(ROOT / "fixtures" / "transformer_scan")).to_html()
+
+
+def test_code_spans_are_code_not_backticks():
+    from advisor.report.html import _prose
+
+    assert _prose("use `jax.jit(f)` here") == "use <code>jax.jit(f)</code> here"
+    assert _prose("a `<b>` tag") == "a <code>&lt;b&gt;</code> tag"      # data inside is escaped
+    assert _prose("one ` alone") == "one ` alone"
+
+
+def test_compare_page_shows_formatted_figures():
+    """Ratios as x0.84, the noise as a percentage, ms with two decimals: never a raw float."""
+    import re
+
+    from advisor.compare import compare, metrics
+    from advisor.engine import analyze_path
+    from advisor.report.html import render_compare
+
+    (base,), (new,) = analyze_path(ROOT / "fixtures" / "transformer_scan"), analyze_path(ROOT / "fixtures" / "transformer_remat")
+    page = render_compare([("run", compare(metrics(base), metrics(new)))], "base", "new")
+    assert re.search(r"<td>x\d+\.\d\d</td>", page) and re.search(r"noise \(relative spread\): \d+\.\d%", page)
+    assert not re.search(r"<td>\d+\.\d{3,}</td>", page)

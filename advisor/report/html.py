@@ -41,6 +41,14 @@ def _e(x: Any) -> str:
     return escape.html(x)
 
 
+def _prose(text: str) -> str:
+    """A recommendation's text: its `code` spans as <code>, every part escaped (no raw backticks)."""
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:       # an odd number of backticks: not code spans, shown as written
+        return _e(text)
+    return "".join(f"<code>{_e(p)}</code>" if i % 2 else _e(p) for i, p in enumerate(parts))
+
+
 def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
@@ -99,10 +107,10 @@ def _finding(f: dict, extra: str = "") -> str:
     out = [f'<section class="finding {_e(f["severity"])}" id="rule-{_e(f["rule"])}">',
            f'<h3><span class="sev">{_e(f["severity"])}</span> <code>{_e(f["rule"])}</code> {_e(f["title"])}</h3>',
            "<dl>",
-           f"<dt>recommendation</dt><dd>{_e(rec['text'])} {config}</dd>",
-           f"<dt>expected gain</dt><dd>{_e(exp['text'])}{_e(saving)}</dd>",
-           f"<dt>cost</dt><dd>{_e(rec['cost'])}</dd>",
-           f"<dt>checked</dt><dd>{_e(rec.get('checked', 'estimated'))}: {_e(rec.get('check', ''))}</dd>",
+           f"<dt>recommendation</dt><dd>{_prose(rec['text'])} {config}</dd>",
+           f"<dt>expected gain</dt><dd>{_prose(exp['text'])}{_e(saving)}</dd>",
+           f"<dt>cost</dt><dd>{_prose(rec['cost'])}</dd>",
+           f"<dt>checked</dt><dd>{_e(rec.get('checked', 'estimated'))}: {_prose(rec.get('check', ''))}</dd>",
            f"<dt>source</dt><dd>{'<code>' + _e(f['source']) + '</code>' if f.get('source') else 'not in the trace'}</dd>",
            "</dl>",
            f"<details><summary>evidence</summary><dl>{evidence}</dl></details>", extra]
@@ -332,17 +340,25 @@ STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes
          "svg.hashsalt": "advisor"}
 
 
-def render_report(report) -> str:
-    """The HTML of an advisor.Report (analyze, run-workload, trace)."""
+def render_report(report, check=None) -> str:
+    """The HTML of an advisor.Report (analyze, run-workload, trace); `check`: the CheckResult of
+    `advisor check`, whose verdict leads the page."""
     import matplotlib
 
     with matplotlib.rc_context(STYLE):
-        return _render_report(report)
+        return _render_report(report, check)
 
 
-def _render_report(report) -> str:
+def _verdict(check) -> str:
+    failed = [c for c in check.checks if not c.passed]
+    items = "".join(f"<li><code>{_e(c.name)}</code>: {_e(c.message)}</li>" for c in failed)
+    return (f'<section class="verdict"><h2>advisor check {"passed" if check.passed else "failed"}</h2>'
+            + (f"<ul>{items}</ul>" if items else f"<p>all {len(check.checks)} checks passed</p>") + "</section>")
+
+
+def _render_report(report, check=None) -> str:
     docs = json.loads(report.to_json())
-    parts = [_run(doc, a) for doc, a in zip(docs["runs"], report.runs)]
+    parts = ([_verdict(check)] if check is not None else []) + [_run(doc, a) for doc, a in zip(docs["runs"], report.runs)]
     if docs["failed"]:
         parts.append("<h2>Runs not analyzed</h2><ul>" + "".join(
             f"<li><code>{_e(f['path'])}</code>: {_e(f['reason'])}</li>" for f in docs["failed"]) + "</ul>")
@@ -371,9 +387,9 @@ def compare_section(name: str, comparison) -> str:
 
 def _compare_section(name: str, c) -> str:
     d = c.to_json()
-    rows = [["step time (ms)", d["base"]["step_time_ms"], d["new"]["step_time_ms"], d["step_time_ratio"]],
-            ["peak memory (MiB)", _m(d["base"]["peak_memory_bytes"]), _m(d["new"]["peak_memory_bytes"]),
-             d["peak_memory_ratio"]]]
+    rows = [["step time (ms)", _num(d["base"]["step_time_ms"]), _num(d["new"]["step_time_ms"]), _x(d["step_time_ratio"])],
+            ["peak memory (MiB)", _num(_m(d["base"]["peak_memory_bytes"]), 1), _num(_m(d["new"]["peak_memory_bytes"]), 1),
+             _x(d["peak_memory_ratio"])]]
     cats = sorted(d["category_ratios"])
     b = [d["base"]["category_ms_per_step"].get(k, 0.0) for k in cats]
     n = [d["new"]["category_ms_per_step"].get(k, 0.0) for k in cats]
@@ -387,12 +403,25 @@ def _compare_section(name: str, c) -> str:
     ax.set_title("op time by category: base and new", loc="left")
     return (f"<h2>{_e(name)}</h2>"
             + _table(["measure", "base", "new", "new / base"], rows,
-                     f"step-time noise (relative spread): {d['step_time_noise']}")
+                     f"step-time noise (relative spread): {_pct(d['step_time_noise'])}")
             + _chart(_svg(fig), _table(["category", "base ms", "new ms", "new / base"],
-                                       [[k, bb, nn, d["category_ratios"][k]] for k, bb, nn in zip(cats, b, n)],
+                                       [[k, _num(bb), _num(nn), _x(d["category_ratios"][k])]
+                                        for k, bb, nn in zip(cats, b, n)],
                                        "op time by category per step"), "category deltas")
             + f"<p>findings added: {_e(', '.join(d['findings_added']) or 'none')}; removed: "
               f"{_e(', '.join(d['findings_removed']) or 'none')}</p>")
+
+
+def _num(v, digits: int = 2) -> str:
+    return "n/a" if v is None else f"{v:,.{digits}f}"
+
+
+def _x(ratio) -> str:
+    return "n/a" if ratio is None else f"x{ratio:.2f}"
+
+
+def _pct(share) -> str:
+    return "n/a" if share is None else f"{share * 100:.1f}%"
 
 
 def _m(b: Optional[int]) -> Optional[float]:
