@@ -3,7 +3,8 @@
 One row per device, each number beside the document it comes from (the vendor's data sheet or
 product page, and its year). Dense figures only: the "with sparsity" figures of NVIDIA's data
 sheets are twice these. A row's `checked` says whether the figures were read again from the
-document when the table was written (False: taken from the data sheet as commonly quoted, not
+document (or a faithful copy of its table: the H100 rows were checked against a reseller's copy
+of NVIDIA's table, MI300X's bandwidth and TPU v5e against their vendors' pages) when the table was written (False: taken from the data sheet as commonly quoted, not
 re-read; the source string says so, and every report prints the source).
 
 The row is picked from the trace's device facts (name, vendor, compute capability, core count,
@@ -44,9 +45,11 @@ ROWS: tuple[DeviceRow, ...] = (
     DeviceRow("NVIDIA A100 80GB PCIe", {"f32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T}, 1935 * GB,
               "NVIDIA A100 Tensor Core GPU data sheet (2021)", f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA H100 SXM", {"f32": 67 * T, "tf32": 494.7 * T, "bf16": 989.4 * T, "fp8": 1978.9 * T},
-              3.35 * TB, "NVIDIA H100 Tensor Core GPU data sheet (2023)", f32_matmul=_NV_TF32),
+              3.35 * TB, "NVIDIA H100 Tensor Core GPU data sheet (2023), dense: half its sparsity figures",
+              checked=True, f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA H100 PCIe", {"f32": 51 * T, "tf32": 378 * T, "bf16": 756 * T, "fp8": 1513 * T},
-              2.0 * TB, "NVIDIA H100 Tensor Core GPU data sheet (2023)", f32_matmul=_NV_TF32),
+              2.0 * TB, "NVIDIA H100 Tensor Core GPU data sheet (2023), dense: half its sparsity figures",
+              checked=True, f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA H200 SXM", {"f32": 67 * T, "tf32": 494.7 * T, "bf16": 989.4 * T, "fp8": 1978.9 * T},
               4.8 * TB, "NVIDIA H200 Tensor Core GPU data sheet (2024)", f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA B200", {"f32": 75 * T, "tf32": 1100 * T, "bf16": 2250 * T, "fp8": 4500 * T}, 8.0 * TB,
