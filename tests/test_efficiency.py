@@ -233,3 +233,19 @@ def test_collectives_are_communication_not_a_roofline():
     assert eff["bound"] == "communication" and eff["verdict"].startswith("communication-bound")
     assert eff["devices"] == 8
     assert {c["bound"] for c in eff["categories"] if c["category"] == "collective"} == {"communication"}
+
+
+@pytest.mark.parametrize("fixture", ["transformer_remat_nodonate", "gpu_h2d_idle", "parallel"])
+def test_the_verdict_never_gives_a_share_above_the_whole_step(fixture):
+    """XLA:CPU runs ops on several threads, so op time per step can exceed the step: the verdict then
+    gives milliseconds, never a share above 100% (and idle time is a share of each device's own step)."""
+    import re
+
+    from conftest import analyze_json
+
+    for run in analyze_json(FIXTURES / fixture)["runs"]:
+        verdict = run["summary"]["efficiency"]["verdict"]
+        shares = [float(x) for x in re.findall(r"([\d.]+)% of the step", verdict)]
+        assert all(0 <= s <= 100 for s in shares), verdict
+    if fixture == "transformer_remat_nodonate":
+        assert "ms of op time per step summed over the threads" in verdict and "more than the" in verdict

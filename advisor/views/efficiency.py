@@ -35,7 +35,6 @@ from ..peaks import Peak, UserPeaks, dtype_class, match_row, row_peak
 
 LATENCY_NS = 5_000.0          # an op execution shorter than this cannot reach either roof (launch latency)
 TOP_OPS = 60                  # op rows kept in the JSON (by time) for the roofline chart
-HOST_SHARE = 0.3              # idle share of the step from which the step is called host-bound when it leads
 _REMAT = "rematted_computation"
 
 
@@ -334,9 +333,11 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     """The step's bound: whichever of host idle, exposed communication and the device's compute-,
     memory- and latency-bound op time takes most of the step (ops whose bound is unknown aside)."""
     devices = profile.device_activity
-    idle = sum(d.idle_ns for d in devices) / len(devices) if devices else 0.0
-    exposed = sum(d.exposed_ns for d in devices) / len(devices) if devices else 0.0
     step_ns = step_s * 1e9 if step_s else None
+    # idle and exposed time as shares of each device's own step (the same window they were measured in),
+    # then put on the step used for op time: never more than the whole step
+    idle = _device_share(devices, "idle_ns") * step_ns if step_ns else 0.0
+    exposed = _device_share(devices, "exposed_ns") * step_ns if step_ns else 0.0
     by_bound: dict[str, float] = collections.defaultdict(float)
     for r in rows:
         if bounds[id(r)] != "communication":        # collectives count by their exposed time below
@@ -349,14 +350,14 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
                           "or run `advisor calibrate`")
         return None, "unknown: no op time measured"
     top = max(known, key=known.get)
-    pct = f"{known[top] / step_ns:.0%} of the step" if step_ns else "most of the device time"
+    pct = _of_step(known[top], step_ns)
     if peak is None and times.get("unknown", 0) > known[top]:
-        share = f" ({times['unknown'] / step_ns:.0%} of the step)" if step_ns else ""
+        share = f" ({_of_step(times['unknown'], step_ns)})" if step_ns else ""
         return None, (f"compute- or memory-bound unknown without peaks: most time is in device ops{share}; pass "
                       "--peak-flops and --peak-bandwidth, or run `advisor calibrate`")
     caveat = ""
     if top in ("compute", "memory", "latency") and times.get("unknown", 0) > known[top]:
-        caveat = (f"; more op time ({times['unknown'] / step_ns:.0%} of the step) is in ops whose bound is unknown"
+        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns)}) is in ops whose bound is unknown"
                   if step_ns else "; more op time is in ops whose bound is unknown")
         caveat += " (no FLOP count)" if peak is not None else " (no peaks: pass --peak-flops and --peak-bandwidth)"
     if top == "host":
@@ -379,6 +380,23 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     names = ", ".join(r.name for r in mem[:3])
     at = f"at {share:.0%} of HBM bandwidth" if share is not None and share <= 1 else "bandwidth share unknown"
     return "memory", f"memory-bandwidth-bound: memory-bound ops ({names}) take {pct}, {at}" + caveat
+
+
+def _device_share(devices, field: str) -> float:
+    """The mean over devices of a per-step time over that device's own step (0 without steps)."""
+    shares = [min(1.0, getattr(d, field) / d.step_ns) for d in devices if d.step_ns]
+    return sum(shares) / len(shares) if shares else 0.0
+
+
+def _of_step(ns: float, step_ns: Optional[float]) -> str:
+    """A time as a share of the step; op time summed over a device's threads (XLA:CPU runs ops side by
+    side) can exceed the step, and is then given in ms, never as a share above 100%."""
+    if not step_ns:
+        return "most of the device time"
+    if ns <= step_ns:
+        return f"{ns / step_ns:.0%} of the step"
+    return (f"{ns / 1e6:.3g} ms of op time per step summed over the threads that run ops side by side, "
+            f"more than the {step_ns / 1e6:.3g} ms step")
 
 
 def _rate(x: Optional[float]) -> str:
