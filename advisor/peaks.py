@@ -3,9 +3,12 @@
 One row per device, each number beside the document it comes from (the vendor's data sheet or
 product page, and its year). Dense figures only: the "with sparsity" figures of NVIDIA's data
 sheets are twice these. A row's `checked` says whether the figures were read again from the
-document (or a faithful copy of its table: the H100 rows were checked against a reseller's copy
-of NVIDIA's table, MI300X's bandwidth and TPU v5e against their vendors' pages) when the table was written (False: taken from the data sheet as commonly quoted, not
-re-read; the source string says so, and every report prints the source).
+document (or a faithful copy of its table) when the table was written: the A100 and H100 rows
+against copies of NVIDIA's data-sheet tables (A100: the 2021 data sheet's dense columns; H200:
+NVIDIA's table gives it the H100 SXM's Tensor Core figures, with 4.8 TB/s), the TPU rows against
+Google Cloud's TPU pages (v4, v5e, v5p, v6e; 2026-11 reading), MI300X's bandwidth against AMD's
+page. False: taken from the data sheet as commonly quoted, not re-read (MI250X, MI325X, MI355X,
+B200, L4); the source string says so, and every report prints the source.
 
 The row is picked from the trace's device facts (name, vendor, compute capability, core count,
 memory size); on TPU the trace's own peak stats are preferred. Where nothing matches (CPU, an
@@ -39,11 +42,11 @@ class DeviceRow:
 _NV_TF32 = "tf32"       # JAX's default precision lets XLA use TF32 for f32 matmuls on Ampere and later
 ROWS: tuple[DeviceRow, ...] = (
     DeviceRow("NVIDIA A100 40GB SXM", {"f32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T}, 1555 * GB,
-              "NVIDIA A100 Tensor Core GPU data sheet (2021)", f32_matmul=_NV_TF32),
+              "NVIDIA A100 Tensor Core GPU data sheet (2021)", checked=True, f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA A100 80GB SXM", {"f32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T}, 2039 * GB,
-              "NVIDIA A100 Tensor Core GPU data sheet (2021)", f32_matmul=_NV_TF32),
+              "NVIDIA A100 Tensor Core GPU data sheet (2021)", checked=True, f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA A100 80GB PCIe", {"f32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T}, 1935 * GB,
-              "NVIDIA A100 Tensor Core GPU data sheet (2021)", f32_matmul=_NV_TF32),
+              "NVIDIA A100 Tensor Core GPU data sheet (2021)", checked=True, f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA H100 SXM", {"f32": 67 * T, "tf32": 494.7 * T, "bf16": 989.4 * T, "fp8": 1978.9 * T},
               3.35 * TB, "NVIDIA H100 Tensor Core GPU data sheet (2023), dense: half its sparsity figures",
               checked=True, f32_matmul=_NV_TF32),
@@ -51,7 +54,8 @@ ROWS: tuple[DeviceRow, ...] = (
               2.0 * TB, "NVIDIA H100 Tensor Core GPU data sheet (2023), dense: half its sparsity figures",
               checked=True, f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA H200 SXM", {"f32": 67 * T, "tf32": 494.7 * T, "bf16": 989.4 * T, "fp8": 1978.9 * T},
-              4.8 * TB, "NVIDIA H200 Tensor Core GPU data sheet (2024)", f32_matmul=_NV_TF32),
+              4.8 * TB, "NVIDIA H200 Tensor Core GPU data sheet (2024), dense: half its sparsity figures",
+              checked=True, f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA B200", {"f32": 75 * T, "tf32": 1100 * T, "bf16": 2250 * T, "fp8": 4500 * T}, 8.0 * TB,
               "NVIDIA HGX B200 specifications, per GPU (2024)", f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA L4", {"f32": 30.3 * T, "tf32": 60 * T, "bf16": 121 * T, "fp8": 242 * T}, 300 * GB,
@@ -65,13 +69,14 @@ ROWS: tuple[DeviceRow, ...] = (
     DeviceRow("AMD Instinct MI355X", {"f32": 157.3 * T, "bf16": 2516.6 * T, "fp8": 5033.2 * T}, 8.0 * TB,
               "AMD Instinct MI355X data sheet (2025)"),
     DeviceRow("Google TPU v4", {"bf16": 275 * T, "f32": 275 * T}, 1200 * GB,
-              "Google Cloud TPU v4 documentation (2023)", f32_matmul="bf16"),
+              "Google Cloud TPU v4 documentation (2023)", checked=True, f32_matmul="bf16"),
     DeviceRow("Google TPU v5e", {"bf16": 197 * T, "f32": 197 * T}, 819 * GB,
               "Google Cloud TPU v5e documentation (2024)", checked=True, f32_matmul="bf16"),
     DeviceRow("Google TPU v5p", {"bf16": 459 * T, "f32": 459 * T}, 2765 * GB,
-              "Google Cloud TPU v5p documentation (2024)", f32_matmul="bf16"),
-    DeviceRow("Google TPU v6e", {"bf16": 918 * T, "f32": 918 * T, "fp8": 1836 * T}, 1640 * GB,
-              "Google Cloud TPU v6e (Trillium) documentation (2024)", f32_matmul="bf16"),
+              "Google Cloud TPU v5p documentation (2024)", checked=True, f32_matmul="bf16"),
+    # v6e's page gives int8 (1836 TOPs), no fp8 rate: the fp8 column (int8 and fp8 operands) is that figure
+    DeviceRow("Google TPU v6e", {"bf16": 918 * T, "f32": 918 * T, "fp8": 1836 * T}, 1638 * GB,
+              "Google Cloud TPU v6e (Trillium) documentation (2024)", checked=True, f32_matmul="bf16"),
 )
 BY_NAME = {r.device: r for r in ROWS}
 
