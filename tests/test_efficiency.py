@@ -66,17 +66,26 @@ def test_matmul_flops_per_step_match_the_paper_count(recorded):
     assert recorded["unrolled"]["steps"] == recorded["scanned"]["steps"] == 3
 
 
+def _op_bound(eff):
+    """The bound of the category with the most op time: what the device's own ops are bound by."""
+    return max(eff["categories"], key=lambda c: c["time_s"])["bound"]
+
+
 def test_bound_with_given_peaks(recorded):
+    # A starved host (a busy CI neighbour) can leave the device idle for most of the step: the verdict
+    # is then rightly host-bound, and the ops' own bound is what is checked.
     for name in ("unrolled", "scanned"):
         eff = recorded[name]
-        assert eff["bound"] == "compute", eff["verdict"]
-        assert eff["verdict"].startswith("compute-bound") and "MFU" in eff["verdict"]
+        assert eff["bound"] in ("compute", "host") and _op_bound(eff) == "compute", eff["verdict"]
+        if eff["bound"] == "compute":
+            assert eff["verdict"].startswith("compute-bound") and "MFU" in eff["verdict"]
         assert 0 < eff["mfu"] <= 1 and eff["mfu"] == eff["hfu"]        # no remat
         matmul = next(c for c in eff["categories"] if c["category"] == "matmul")
         assert matmul["bound"] == "compute"
     chain = recorded["chain"]
-    assert chain["bound"] == "memory", chain["verdict"]
-    assert chain["verdict"].startswith("memory-bandwidth-bound")
+    assert chain["bound"] in ("memory", "host") and _op_bound(chain) == "memory", chain["verdict"]
+    if chain["bound"] == "memory":
+        assert chain["verdict"].startswith("memory-bandwidth-bound")
 
 
 def test_every_share_names_its_peak(recorded):

@@ -47,3 +47,11 @@ def test_mutants_are_rejected_or_the_same_or_warned(fuzzer):
 def test_the_unmutated_trace_reports_no_warnings(fuzzer):
     assert fuzzer.run(fuzzer.data) == ("same", "")
     assert fuzzer.baseline["warnings"] == [] and fuzzer.baseline["findings"]
+
+
+def test_a_stat_that_is_not_a_number_is_one_clear_error(fuzzer):
+    """Mutant 2745 of benchmarks/fuzz.py's 10,000 (seed 0): a flipped stat id makes an op's
+    device_ordinal name a source file; that was a ValueError from int(), now the one-line error."""
+    (mutant,) = [m for i, _, m in fuzz.mutants(fuzzer.data, seed=0, n=2746) if i == 2745]
+    outcome, detail = fuzzer.run(mutant)
+    assert outcome == "rejected" and "device_ordinal stat is not a number" in detail, (outcome, detail)

@@ -10,6 +10,7 @@ import numpy as np
 from ..model import SMALL_KERNEL_NS, DeviceSummary, Transfer
 from .columns import as_spans, chunks_of, merged
 from .ops import NO_MODULE, OpAccumulator, module_key
+from .xplane_stream import int_stat
 
 _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "MemcpyP2P": "P2P",
                  "MemcpyOther": "Other", "CopyDeviceToDevice": "D2D", "CopyHostToDevice": "H2D",
@@ -114,7 +115,7 @@ def device_plane(plane, acc: OpAccumulator) -> PlaneEvents:
                     copy[i] = True
                 elif stats.get("kernel_details"):
                     kernel[i] = True
-                    corr = int(stats.get("correlation_id", -1))
+                    corr = int_stat(stats.get("correlation_id"), "correlation_id", -1)
                     if 0 <= corr < 1 << 63:          # a uint32 widened; anything else is damage
                         correlation[i] = corr
                 op = stats.get("hlo_op")
@@ -131,10 +132,10 @@ def _describe(name: str, stats: dict) -> DeviceSummary:
     vendor = str(stats.get("device_vendor", "") or "")
     major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
     cc = f"{major}.{minor}" if major is not None else ""
-    cores = int(stats["core_count"]) if stats.get("core_count") else None
+    cores = int_stat(stats["core_count"], "core_count") if stats.get("core_count") else None
     clock = float(stats["clock_rate"]) / 1000 if stats.get("clock_rate") else None   # kHz -> MHz
-    memory = int(stats["memory_size"]) if stats.get("memory_size") else None
-    bandwidth = int(stats["memory_bandwidth"]) if stats.get("memory_bandwidth") else None
+    memory = int_stat(stats["memory_size"], "memory_size") if stats.get("memory_size") else None
+    bandwidth = int_stat(stats["memory_bandwidth"], "memory_bandwidth") if stats.get("memory_bandwidth") else None
     kind = name.split(":")[1] if name.count(":") >= 2 else "device"
     text = str(stats.get("gpu_device_name") or "") or (f"{vendor} {kind}" if vendor else kind)
     parts = [text]

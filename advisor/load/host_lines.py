@@ -13,6 +13,7 @@ from ..model import AllocatorPeak, HostEvent, Transfer
 from .columns import chunks_of, classify
 from .op_store import BLOCK_OPS
 from .ops import module_key
+from .xplane_stream import int_stat
 
 # Host thread lines where XLA's CPU runtime executes HLO ops.
 CPU_EXECUTOR_PREFIXES = ("tf_XLA",)
@@ -132,8 +133,8 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] =
                     host_events.append(HostEvent(names.get(int(ids[i]), ""), start, float(durs[i]), _CATS[code]))
                 elif code == _ALLOC:
                     stats = chunk.stats(i, _ALLOC_STATS)
-                    event = (start, str(stats.get("allocator_name", "?")), int(stats.get("bytes_allocated", 0) or 0),
-                             int(stats.get("peak_bytes_in_use", 0) or 0))
+                    event = (start, str(stats.get("allocator_name", "?")), int_stat(stats.get("bytes_allocated"), "bytes_allocated"),
+                             int_stat(stats.get("peak_bytes_in_use"), "peak_bytes_in_use"))
                     _fold(alloc, event)
                     if alloc_events is not None:
                         alloc_events.append(event)
@@ -309,7 +310,8 @@ def _read_place(chunk, i: int, acc) -> int:
     stats = chunk.stats(i, _OP_STATS)
     if "hlo_op" not in stats:
         return -1
-    return acc.place_id(module_key(stats), stats.get("run_id"), f"cpu:{int(stats.get('device_ordinal', 0) or 0)}")
+    return acc.place_id(module_key(stats), stats.get("run_id"), f"cpu:{int_stat(stats.get('device_ordinal'), 'device_ordinal')}")
+
 
 
 def _waits(sel: np.ndarray, kind: np.ndarray, places: np.ndarray, state: _SpanState):

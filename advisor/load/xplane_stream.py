@@ -101,6 +101,17 @@ class XSpaceError(ValueError):
     """The file is not a readable XSpace (truncated, corrupt, or not a trace)."""
 
 
+def int_stat(value, name: str, default: int = 0) -> int:
+    """A stat that must be an integer; one that is not (a corrupt stat id naming another stat, as the
+    trace fuzzer found) makes the trace unreadable, one clear error, instead of a ValueError from int()."""
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise XSpaceError(f"a {name} stat is not a number ({str(value)[:60]!r})") from None
+
+
 def _fields(buf, pos: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
     """(field, wire, field_start, body_start, field_end) of each field in buf[pos:end]."""
     while pos < end:
