@@ -4,6 +4,8 @@ Each program's trace (fixtures/corpus/, recorded by fixtures/record_corpus.py) i
 once, in-process; every rule is held to the verdict tests/corpus/expectations.py gives it.
 """
 
+import re
+
 import pytest
 
 from advisor.engine import analyze_all
@@ -99,5 +101,5 @@ def test_the_verdict_and_host_bound_read_one_idle_figure(reported, case):
     eff = reported.efficiency[case]
     if eff.get("bound") == "host":
         assert found, eff["verdict"]
-        share = found[0].evidence["idle_share"]
-        assert f"idle {share:.0%} of the step" in eff["verdict"], (eff["verdict"], share)
+        said = float(re.search(r"idle (\d+)% of the step", eff["verdict"]).group(1))
+        assert abs(said - 100 * found[0].evidence["idle_share"]) <= 0.51, (eff["verdict"], found[0].evidence)

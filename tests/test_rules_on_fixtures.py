@@ -165,7 +165,7 @@ def test_host_bound_measures_a_host_that_paces_the_loop(corpus):
     share = f.evidence["idle_share"]
     assert 0.6 <= share <= 0.95 and f.evidence["likely_cause"] == "dispatch"
     eff = corpus["slow_host_numpy"].summary["efficiency"]
-    assert eff["bound"] == "host" and f"idle {share:.0%} of the step" in eff["verdict"]
+    assert eff["bound"] == "host" and f"idle {round(100 * share)}% of the step" in eff["verdict"]
     assert idle.of(corpus["scan16_checkpoint"].profile).share < 0.1
 
 
