@@ -95,8 +95,6 @@ def test_tensor_settings_are_checked():
     assert parallel.devices_needed(config) == 8
     with pytest.raises(ConfigError, match="attention heads"):
         workloads.resolve("transformer", "tiny", ["parallel.tensor=3"])
-    with pytest.raises(ConfigError, match="not supported"):
-        workloads.resolve("transformer", "tiny", ["parallel.tensor=2", "parallel.pipeline.stages=2"])
 
 
 def test_run_workload_tensor_parallel_names_the_axes_and_roles(tmp_path):

@@ -94,7 +94,8 @@ XPlaneHead = message_class(_SCHEMA, "advisor_xplane.XPlane")   # a plane without
 
 _PLANES, _LINES, _EVENTS = 1, 3, 4
 _LEN = 2
-_CHUNK = 2 << 20   # bytes of event fields parsed at once: bounds the memory of one parse (2 MB: less
+_CHUNK = 512 << 10   # bytes of event fields decoded at once: bounds the memory of one chunk (the decoder's
+                     # arrays stay in cache: analyze's CPU time on a 79 MB trace 1.74 s at 512 KB, 1.96 s at 2 MB)
                    # memory than 8 MB and faster, measured on a 90 MB trace: 119 vs 194 MiB, 1.85 vs 2.60 s)
 
 
@@ -348,6 +349,32 @@ def _varints(a: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return value, width
 
 
+_CONT = np.uint64(0x8080808080808080)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_PACK = [(np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00), np.uint64(1)),
+         (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000), np.uint64(2)),
+         (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000), np.uint64(4))]
+
+
+def _wide_varints(a: np.ndarray, words: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_varints` for values of many bytes (offsets and durations in ps): the 8 bytes at each
+    position read as one little-endian word (`words`: a[i:i + 8] at i), the bytes up to the first
+    without a continuation bit kept and their 7-bit groups packed together, all in a few array
+    operations instead of one round per byte. Varints over 8 bytes go to `_varints`."""
+    w = words[at]
+    stop = ~w & _CONT
+    low = stop & (~stop + np.uint64(1))          # the last byte's high bit
+    kept = (low << np.uint64(1)) - np.uint64(1)
+    value = w & kept & _LOW7
+    for keep, move, shift in _PACK:
+        value = (value & keep) | ((value & move) >> shift)
+    width = np.bitwise_count(kept).astype(np.int64) >> 3
+    longer = np.flatnonzero(stop == 0)
+    if len(longer):
+        value[longer], width[longer] = _varints(a, at[longer])
+    return value, width
+
+
 def _frame(a: np.ndarray, n: int):
     """The run of whole event fields at the start of a[:n] (a[0] is an event's tag): (body starts,
     body ends, the run's length in bytes), or None where no whole event is found.
@@ -395,7 +422,7 @@ def _frame(a: np.ndarray, n: int):
     return cand[chain] + 1 + width[chain], nxt[chain], run
 
 
-def _event_fields(a: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+def _event_fields(a: np.ndarray, words: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     """(metadata_id, offset_ps, duration_ps) of the events with bodies a[starts:ends]; None where a
     field is not one protobuf would read the same way here (a wire type other than the schema's,
     a group, damage): the caller parses those.
@@ -408,7 +435,7 @@ def _event_fields(a: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     pos = starts.copy()
     for tag, column in ((0x08, ids), (0x10, offsets), (0x18, durations)):
         at = np.flatnonzero((a[pos] == tag) & (pos < ends))
-        value, width = _varints(a, pos[at] + 1)
+        value, width = _wide_varints(a, words, pos[at] + 1)
         if not width.all():
             return None
         column[at] = value.view(np.int64)
@@ -426,10 +453,14 @@ def _event_fields(a: np.ndarray, starts: np.ndarray, ends: np.ndarray):
             if not _other_fields(a, which[other], pos[other], ends[other], ids, offsets, durations):
                 return None
             which, pos, ends = which[stat], pos[stat], ends[stat]
-        length, width = _varints(a, pos + 1)
-        if not width.all():
-            return None
-        pos = pos + 1 + width + np.minimum(length, np.uint64(1 << 40)).astype(np.int64)
+        length = a[pos + 1]
+        if (length < 0x80).all():       # stats are short: a one-byte length
+            pos = pos + 2 + length
+        else:
+            length, width = _varints(a, pos + 1)
+            if not width.all():
+                return None
+            pos = pos + 1 + width + np.minimum(length, np.uint64(1 << 40)).astype(np.int64)
         if (pos > ends).any():
             return None
         live = pos < ends
@@ -486,7 +517,8 @@ def _decode(buf, start: int, end: int):
     if framed is None:
         return None
     starts, ends, run = framed
-    fields = _event_fields(a, starts, ends)
+    words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+    fields = _event_fields(a, words, starts, ends)
     if fields is None:
         return None
     return run, (*fields, _LazyEvents(data, starts, ends, run))
