@@ -26,11 +26,17 @@ PIPELINE_SCHEMA = {
     "pipeline.loops": cfg.Field(1, cfg.parse_int, "layers per stage visited round-robin (a looping pipeline, L); "
                                                   "more than 1 needs microbatches == stages"),
 }
-# The Transformer's tensor parallelism: Megatron-style specs on the attention heads and MLP hidden
-# units over a 'tensor' axis, collectives left to XLA's SPMD partitioner
+# The Transformer's tensor parallelism: Megatron-style splits of the attention heads and MLP hidden
+# units over a 'tensor' axis; sync: specs, collectives left to XLA's SPMD partitioner (by hand with
+# psums inside the pipeline); async: Part 4.2's collective-permute rings (workloads/tensor.py)
+TENSOR_MODES = ("sync", "async")
 TENSOR_SCHEMA = {
     "tensor": cfg.Field(1, cfg.parse_int, "devices on a 'tensor' mesh axis: attention heads and MLP hidden units "
-                                          "split over them (Megatron-style, XLA inserts the all-reduces)"),
+                                          "split over them (Megatron-style)"),
+    "tensor.mode": cfg.Field("sync", cfg.parse_choice(TENSOR_MODES),
+                             "sync: whole activations, the blocks' second matmuls summed over the axis (all-reduce); "
+                             "async: activations split over it, gathered and scattered in collective-permute rings "
+                             "beside the per-shard matmuls (Part 4.2; no dropout in the blocks)", TENSOR_MODES),
 }
 # leaf path suffix -> the dimension (from the end) split over 'tensor'
 TENSOR_DIMS = {("attn", "qkv", "kernel"): -2, ("attn", "qkv", "bias"): -2, ("attn", "output_layer", "kernel"): -3,
@@ -61,9 +67,9 @@ def validate_tensor(config: dict) -> None:
         raise cfg.ConfigError("parallel.tensor must be at least 1")
     if t == 1:
         return
-    if p.get("pipeline.stages", 1) > 1:
-        raise cfg.ConfigError("parallel.tensor with parallel.pipeline.stages is not supported by the bundled "
-                              "Transformer (the tutorial's Part 5 combines them by hand)")
+    if p.get("tensor.mode", "sync") == "async" and p.get("fsdp"):
+        raise cfg.ConfigError("parallel.tensor.mode=async needs parallel.fsdp=false (its shard_map step keeps the "
+                              "state whole over the data axis)")
     heads = m.get("hidden_size", 0) // max(1, m.get("head_dim", 1))
     if heads % t or (m.get("hidden_size", 0) * m.get("mlp_expansion", 1)) % t:
         raise cfg.ConfigError(f"parallel.tensor={t} must divide the attention heads ({heads}) and the MLP's hidden "
@@ -109,8 +115,8 @@ def pipeline_config(config: dict, microbatches: int) -> dict:
 def fsdp_config(config: dict) -> dict:
     """The change that shards the state: `parallel.fsdp=true` where the batch is split and it is not yet."""
     p = config.get("parallel", {})
-    if p.get("pipeline.stages", 1) > 1:
-        return {}       # the pipeline keeps its state replicated over data (no FSDP there yet)
+    if p.get("pipeline.stages", 1) > 1 or (p.get("tensor", 1) > 1 and p.get("tensor.mode") == "async"):
+        return {}       # the shard_map steps keep their state replicated over data (no FSDP there yet)
     return {"parallel.fsdp": True} if p.get("data", 1) > 1 and not p.get("fsdp") else {}
 
 
@@ -142,7 +148,7 @@ def _fsdp_spec(shape, n: int, min_size: int):
     return P(*[("data" if i == split else None) for i in range(len(shape))])
 
 
-def _tensor_dim(path, rank: int):
+def tensor_dim(path, rank: int):
     """The dimension of a parameter (or its optimizer moment) split over 'tensor', from its path."""
     names = tuple(str(getattr(k, "key", getattr(k, "name", ""))) for k in path)
     for suffix, dim in TENSOR_DIMS.items():
@@ -176,7 +182,7 @@ def shardings(config: dict, state_shape, metrics_shape, batch):
     def state_leaf(path, x):
         shape = tuple(getattr(x, "shape", ()))
         spec = [None] * len(shape)
-        split = _tensor_dim(path, len(shape)) if tensor > 1 else None
+        split = tensor_dim(path, len(shape)) if tensor > 1 else None
         if split is not None:
             spec[split] = "tensor"
         if p["fsdp"] and data > 1:

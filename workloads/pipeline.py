@@ -25,6 +25,9 @@ def settings(config: dict) -> tuple[int, int, int]:
 
 
 def mesh_for(config: dict) -> Mesh:
+    if config["parallel"].get("tensor", 1) > 1:
+        from . import tensor
+        return tensor.mesh_for(config, ("data", "pipe", tensor.AXIS))
     stages, _, _ = settings(config)
     data = config["parallel"]["data"]
     if jax.device_count() < data * stages:
@@ -40,21 +43,28 @@ def _in_blocks(path) -> bool:
     return any(getattr(k, "key", None) == "block" for k in path)
 
 
-def state_specs(state):
-    """P('pipe') for the blocks' stacked leaves (parameters and optimizer moments), else replicated."""
-    return jax.tree_util.tree_map_with_path(lambda path, x: P("pipe") if _in_blocks(path) and getattr(x, "ndim", 0)
-                                            else P(), state)
+def state_specs(state, tensor_size: int = 1):
+    """'pipe' on the first dimension of the blocks' stacked leaves (parameters and optimizer moments),
+    'tensor' on the split dimension of the attention and MLP leaves (with parallel.tensor), else replicated."""
+    from . import tensor
+    return tensor.specs(state, tensor_size, leading=lambda path: ("pipe",) if _in_blocks(path) else ())
 
 
-def make(config: dict, model_config, block_cls, optimizer) -> tuple[Any, Any]:
+def make(config: dict, model_config, block_cls, optimizer, attention) -> tuple[Any, Any]:
     """(train_step, shardings): the step under shard_map, and the function giving the runner its
-    (mesh, state, metrics, batch) shardings."""
+    (mesh, state, metrics, batch) shardings. With parallel.tensor = T > 1 the mesh is data x pipe x
+    tensor (Part 5) and each stage's blocks are split over 'tensor' by hand (workloads/tensor.py)."""
     from jax import shard_map
+
+    from . import tensor
 
     stages, micro, loops = settings(config)
     mesh = mesh_for(config)
     c = model_config
     ring = [(i, (i + 1) % stages) for i in range(stages)]
+    size, mode = config["parallel"].get("tensor", 1), config["parallel"].get("tensor.mode", "sync")
+    split_block = tensor.make_block(c, mode, size, attention) if size > 1 else None
+    features_split = size > 1 and mode == "async"
 
     def stage(blocks, x, loop):
         per_loop = jax.tree_util.tree_leaves(blocks)[0].shape[0] // loops
@@ -64,6 +74,8 @@ def make(config: dict, model_config, block_cls, optimizer) -> tuple[Any, Any]:
         block = block_cls(config=c, mask=mask, train=False)
 
         def one(h, p):
+            if split_block is not None:
+                return split_block(p, h, mask), None
             return block.apply({"params": p}, h), None
         x, _ = jax.lax.scan(one, x, mine)
         return x
@@ -89,24 +101,25 @@ def make(config: dict, model_config, block_cls, optimizer) -> tuple[Any, Any]:
 
     def loss_fn(params, batch):
         tokens = batch.inputs
-        x = nn.Embed(c.vocab_size, c.hidden_size, dtype=c.dtype).apply({"params": params["embed"]}, tokens)
-        x = x + params["pos_emb"].astype(c.dtype)[None, : tokens.shape[1]]
-        x = pipeline(params["block"], x)
-        x = nn.LayerNorm(dtype=c.dtype).apply({"params": params["post_norm"]}, x)
-        logits = nn.Dense(c.vocab_size, dtype=c.dtype).apply({"params": params["output_layer"]}, x).astype(jnp.float32)
+        x = tensor.embed(params, tokens, c)
+        x = pipeline(params["block"], tensor.local_features(x, size) if features_split else x)
+        logits = tensor.head(params, tensor.gather_features(x) if features_split else x, c)
         loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch.labels)
         correct = jnp.equal(jnp.argmax(logits, axis=-1), batch.labels)
         last = jax.lax.axis_index("pipe") == stages - 1
         count = np.prod(batch.labels.shape)
         metrics = {"loss": (jnp.where(last, loss.sum(), 0.0), jnp.where(last, count, 0)),
                    "accuracy": (jnp.where(last, correct.sum(), 0), jnp.where(last, count, 0))}
-        return jnp.where(last, loss.mean(), 0.0), metrics
+        # with a tensor axis, each of its devices computes the whole loss and counts 1/T of it
+        return jnp.where(last, loss.mean(), 0.0) / size, metrics
 
     def local_step(state, metrics, batch):
         (_, step_metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch)
         # replicated parameters (embedding, norm, head) get their gradient on one stage: sum over pipe
         grads = jax.tree_util.tree_map_with_path(
             lambda path, g: g if _in_blocks(path) else jax.lax.psum(g, "pipe"), grads)
+        if size > 1:
+            grads = tensor.sum_replicated_grads(grads)
         grads = jax.lax.pmean(grads, "data")
         step_metrics = jax.lax.psum(jax.lax.psum(step_metrics, "pipe"), "data")
         new_state = state.apply_gradients(grads=grads)
@@ -114,7 +127,7 @@ def make(config: dict, model_config, block_cls, optimizer) -> tuple[Any, Any]:
         return new_state, metrics
 
     def train_step(state, metrics, batch):
-        specs = state_specs(state)
+        specs = state_specs(state, size)
         mspecs = jax.tree_util.tree_map(lambda _: P(), metrics)
         bspecs = jax.tree_util.tree_map(lambda _: P("data"), batch)
         return shard_map(local_step, mesh=mesh, in_specs=(specs, mspecs, bspecs), out_specs=(specs, mspecs),
@@ -122,7 +135,7 @@ def make(config: dict, model_config, block_cls, optimizer) -> tuple[Any, Any]:
 
     def shardings(state_shape, metrics_shape, batch):
         named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
-        state = jax.tree_util.tree_map(named, state_specs(state_shape), is_leaf=lambda x: isinstance(x, P))
+        state = jax.tree_util.tree_map(named, state_specs(state_shape, size), is_leaf=lambda x: isinstance(x, P))
         metrics = jax.tree_util.tree_map(lambda _: named(P()), metrics_shape)
         data = jax.tree_util.tree_map(lambda _: named(P("data")), batch)
         return mesh, state, metrics, data

@@ -171,9 +171,16 @@ def build(config: dict) -> Built:
     step = make_train_step(next_token_pred_loss, o["num_minibatches"], o["accumulate"] == "scan")
     built = Built(train_step=step, init_state=init_state, batch=batch, loss_fn=next_token_pred_loss,
                   donate=t["donate"], num_params=num_params, eval_loss=eval_loss)
-    stages = config["parallel"].get("pipeline.stages", 1)
+    p = config["parallel"]
+    stages, tensor = p.get("pipeline.stages", 1), p.get("tensor", 1)
     if stages > 1:
         from . import pipeline
-        built.train_step, built.shardings = pipeline.make(config, ModelConfig(config), TransformerBlock, optimizer)
-        built.mesh_axes = [("data", config["parallel"]["data"]), ("pipe", stages)]
+        built.train_step, built.shardings = pipeline.make(config, ModelConfig(config), TransformerBlock, optimizer,
+                                                          dot_product_attention)
+        built.mesh_axes = [("data", p["data"]), ("pipe", stages)] + ([("tensor", tensor)] if tensor > 1 else [])
+    elif tensor > 1 and p.get("tensor.mode") == "async":
+        from . import tensor as tensor_parallel
+        built.train_step, built.shardings = tensor_parallel.make(config, ModelConfig(config), dot_product_attention,
+                                                                 optimizer)
+        built.mesh_axes = [("data", p["data"]), ("tensor", tensor)]
     return built

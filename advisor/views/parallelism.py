@@ -167,6 +167,10 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     schedule = _with_transposes(module, schedule, pipeline_loop)
     roles = {i.name: _role(i, module, weights, schedule) for i in collectives}
     spans = {i.name: _spanned(i, axes) for i in collectives}
+    # a permute in the schedule loop over another axis than the stages' is a tensor-parallel ring
+    # inside the stage (Part 5 with Part 4.2's rings)
+    roles = {k: "tensor-parallel" if r == "pipeline-transfer" and pipe_axis is not None
+             and [a.stride for a in spans[k]] != [pipe_axis.stride] else r for k, r in roles.items()}
     if not given:
         axes = _name_axes(axes, roles, spans)
         source = "inferred"
@@ -465,8 +469,16 @@ def _pipeline_ring(module: HloModule, collectives, axes) -> tuple[Optional[Axis]
     """The pipeline's stage axis and schedule loop: a loop whose body passes a permute ring around
     one whole axis, for at least as many iterations as the ring has stages. Both the forward loop
     and its transpose (the backward schedule) carry the ring; the pipeline is named by the forward
-    one. Returns (axis, forward loop, every schedule loop)."""
+    one. A loop whose body holds several rings over the axis is a layer scan of tensor-parallel
+    blocks (Part 4.2: a gather ring before a block's first matmul, a scatter ring after its second),
+    as is any ring over an axis the mesh names as a model axis. Returns (axis, forward loop, every
+    schedule loop)."""
     best, rings = None, []
+    permutes: dict[tuple, int] = {}
+    for ins in collectives:
+        if ins.collective == "collective-permute" and ins.loop:
+            key = (ins.loop, tuple(a.stride for a in _spanned(ins, axes)))
+            permutes[key] = permutes.get(key, 0) + 1
     for ins in collectives:
         if ins.collective != "collective-permute" or not ins.loop:
             continue
@@ -475,7 +487,9 @@ def _pipeline_ring(module: HloModule, collectives, axes) -> tuple[Optional[Axis]
         spanned = _spanned(ins, axes)
         if loop is None or size is None or len(spanned) != 1 or spanned[0].size != size:
             continue
-        if (loop.trip_count or 0) < size:
+        if permutes[(ins.loop, (spanned[0].stride,))] > 1:
+            continue
+        if (loop.trip_count or 0) < size or spanned[0].name.lower() in _MODEL_NAMES:
             continue
         rings.append((spanned[0], loop))
         if best is None or (best[1].backward and not loop.backward):

@@ -1,0 +1,90 @@
+"""The bundled Transformer's `parallel.tensor.mode=async` (Part 4.2's collective-permute rings) and its
+data x pipe x tensor mesh (Part 5), on 8 simulated CPU devices: one child process computes the
+losses of each layout and records two traces (tests/parallel_tensor_runs.py); the traces are
+analyzed here."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from advisor import workloads
+from advisor.engine import analyze_all
+from advisor.views import parallelism
+from advisor.workloads.config import ConfigError
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tensor")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+           "PYTHONPATH": str(ROOT / "tests")}
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "parallel_tensor_runs.py"), str(out)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["devices"] == 8
+    views = {}
+    for name, folder in result["runs"].items():
+        analyses, failed = analyze_all(folder)
+        assert not failed and len(analyses) == 1
+        views[name] = analyses[0]
+    return result, views
+
+
+def test_async_and_3d_compute_the_same_model_as_sync(runs):
+    result, _ = runs
+    sync = result["losses"]["sync"]
+    for name in ("async", "3d", "3d_async"):
+        # step 0 (the forward), and the mean over 3 steps (the third after a non-zero learning rate: the
+        # gradients summed over the tensor axis and the rings' transposes)
+        assert result["losses"][name] == pytest.approx(sync, rel=1e-5), name
+    assert result["permutes"]["sync"] == 0 and result["permutes"]["async"] > 0
+    assert result["permutes"]["3d_async"] > result["permutes"]["3d"] > 0
+
+
+def test_async_rings_are_tensor_parallel_and_their_overlap_is_not_invented_on_cpu(runs):
+    _, views = runs
+    analysis = views["async"]
+    v = parallelism.of(analysis.profile)
+    assert [(a.name, a.size) for a in v.axes] == [("data", 2), ("tensor", 4)]
+    # the layer scan holds the rings: no pipeline is read into it
+    assert v.pipeline is None
+    rings = [r for r in v.collectives if r.kind == "collective-permute"]
+    assert rings and all(r.axis == "tensor" and r.role == "tensor-parallel" for r in rings)
+    assert any("blocking rendezvous" in n and "cannot be measured" in n for n in v.notes)
+    assert not any(f.rule == "pipeline-bubble" for f in analysis.findings)
+    # params + Adam per device: the blocks' split leaves over tensor, the rest whole; all copied over data
+    assert v.state.split_over == ["tensor"] and v.state.replicated_over == ["data"]
+
+
+def test_3d_mesh_roles_and_bubble(runs):
+    _, views = runs
+    analysis = views["3d_async"]
+    v = parallelism.of(analysis.profile)
+    assert [(a.name, a.size) for a in v.axes] == [("data", 2), ("pipe", 2), ("tensor", 2)]
+    roles = {(r.axis, r.kind, r.role) for r in v.collectives}
+    assert ("pipe", "collective-permute", "pipeline-transfer") in roles
+    assert ("tensor", "collective-permute", "tensor-parallel") in roles
+    assert ("data", "all-reduce", "gradient-sync") in roles
+    assert not any(r.role == "pipeline-transfer" and r.axis != "pipe" for r in v.collectives)
+    p = v.pipeline
+    assert (p.stages, p.microbatches, p.iterations, p.axis) == (2, 2, 3, "pipe")
+    assert p.bubble_fraction == pytest.approx(1 / 3)
+    assert sorted(v.state.split_over) == ["pipe", "tensor"] and v.state.replicated_over == ["data"]
+
+
+def test_tensor_mode_is_checked():
+    config = workloads.resolve("transformer", "tiny", ["parallel.tensor=2", "parallel.tensor.mode=async"])
+    assert config["parallel"]["tensor.mode"] == "async"
+    with pytest.raises(ConfigError, match="tensor.mode"):
+        workloads.resolve("transformer", "tiny", ["parallel.tensor.mode=ring"])
+    with pytest.raises(ConfigError, match="fsdp=false"):
+        workloads.resolve("transformer", "tiny", ["parallel.data=2", "parallel.tensor=2", "parallel.tensor.mode=async",
+                                                  "parallel.fsdp=true"])
+    both = workloads.resolve("transformer", "tiny", ["parallel.tensor=2", "parallel.pipeline.stages=2"])
+    from advisor.workloads import parallel
+    assert parallel.devices_needed(both) == 4
