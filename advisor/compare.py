@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from .categories import categorize
 from .engine import Analysis
+from .views import idle
 from .views.summary import peak_memory
 
 
@@ -79,9 +80,9 @@ def metrics(analysis: Analysis) -> Metrics:
                 cats[k] = cats.get(k, 0.0) + op.self_ns
     devices = max(1, len(p.hosts[0].devices)) if p.hosts else 1
     cats = {k: v / devices for k, v in cats.items()}     # one device's share: never a sum over devices
-    if p.steps and p.busy:
-        total = sum(s.duration_ns for s in p.steps)
-        cats["host (device idle)"] = max(total - p.busy_in_steps_ns(), 0.0)
+    view = idle.of(p)
+    if view is not None:      # per step (a warm-up left out), times the steps divided by below
+        cats["host (device idle)"] = view.per_step_ns * len(p.steps)
     eff = analysis.summary.get("efficiency") or {}
     peak = eff.get("peak") or {}
     return Metrics(

@@ -304,10 +304,12 @@ def analyze_run(run: RunFiles, rules: Optional[list[Rule]] = None,
     return analyze_profile(load_run(run, steps), rules, options, device_memory, peaks)
 
 
-def _views(profile: Profile, mesh=None) -> None:
-    """The derived views the rules read, computed once before them (mesh: the axes given with --mesh)."""
-    from .views import parallelism
+def _views(profile: Profile, mesh=None, options: Optional[dict] = None) -> None:
+    """The derived views the rules read, computed once before them (mesh: the axes given with --mesh;
+    options: the rules' options, host-bound's threshold for the idle view)."""
+    from .views import idle, parallelism
 
+    idle.of(profile, ((options or {}).get("host-bound") or {}).get("min_idle_share"))
     try:
         parallelism.of(profile, mesh)
     except Exception as err:  # noqa: BLE001 - a broken view must not stop the analysis
@@ -325,9 +327,9 @@ def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
     if device_memory:
         profile.device_capacity_bytes = device_memory
         profile.notes.append(f"device memory capacity {device_memory:,} bytes, as given on the command line")
-    _views(profile, mesh)
-    rules = all_rules() if rules is None else rules
     options = options or {}
+    _views(profile, mesh, options)
+    rules = all_rules() if rules is None else rules
     findings = []
     for rule in rules:
         try:

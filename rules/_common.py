@@ -8,6 +8,7 @@ from typing import Optional
 
 from advisor.model import Buffer, Profile
 from advisor.model import merge_intervals as merge  # noqa: F401 - the rules' name for it
+from advisor.views.idle import compiles, warm_up_step  # noqa: F401 - computed with the idle view
 
 
 def bundled_config(profile: Profile) -> Optional[dict]:
@@ -143,46 +144,6 @@ def requests_bfloat16(profile: Profile) -> bool:
 
 def steps_total_ns(profile: Profile) -> float:
     return sum(s.duration_ns for s in profile.steps)
-
-
-CACHE_HIT_NS = 1e6   # a Python-side "compile" this short, with no backend compile in it, found the program cached
-
-
-def compiles(profile: Profile) -> list:
-    """Compile events, one per compilation (the Python-side event wraps the PjRt client's).
-
-    A Python-side `compile` that wraps no backend compile is a compilation-cache hit (jit's slow
-    path finding the executable it already has: 10-15 us), not a compilation; where the trace has
-    no backend compile events at all, one shorter than 1 ms is taken for a hit."""
-    events = [e for e in profile.host_events if e.category == "compile"]
-    python_side = [e for e in events if e.name.startswith("$")]
-    backend = [e for e in events if not e.name.startswith("$")]
-    if not python_side:
-        return events
-
-    def compiled(e) -> bool:
-        if not backend:
-            return e.duration_ns >= CACHE_HIT_NS
-        end = e.start_ns + e.duration_ns
-        return any(b.start_ns >= e.start_ns and b.start_ns < end for b in backend)
-    return [e for e in python_side if compiled(e)]
-
-
-def warm_up_step(profile: Profile):
-    """The first profiled step when it includes a compilation (the one-time first compile), else None."""
-    if len(profile.steps) < 2:
-        return None
-    first = profile.steps[0]
-    hit = any(e.start_ns < first.end_ns and e.start_ns + e.duration_ns > first.start_ns for e in compiles(profile))
-    return first if hit else None
-
-
-def loop_steps(profile: Profile) -> list:
-    """The profiled steps less a first step that includes compilation."""
-    first = warm_up_step(profile)
-    return [s for s in profile.steps if s is not first]
-
-
 
 
 _INDEXED = re.compile(r"^[A-Za-z][\w.]*?[_.]?\d+$")

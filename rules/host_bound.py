@@ -1,11 +1,12 @@
 """host-bound: the device waits on the host inside the steps.
 
 ## What it does
-Measures how much of each profiled step the device spends idle: step time less the time
-the device was executing (XLA executor threads on the CPU backend, kernels and copies on a
-GPU). When the idle share is large it looks at what the host did in that time: waiting
-on device values (`float(loss)`, `np.asarray`, `block_until_ready`, printing), copying data
-to the device, compiling, or plain Python dispatch.
+Reads how much of each profiled step the device spends idle (the idle view: step time less
+the time the device had work in flight: program executions on the CPU backend, kernels and
+copies on a GPU; the efficiency verdict reads the same figure). When the idle share is large
+it looks at what the host did in that time: waiting on device values (`float(loss)`,
+`np.asarray`, `block_until_ready`, printing), copying data to the device, compiling, or plain
+Python dispatch and data preparation (NumPy work between steps).
 
 ## Why is this bad?
 JAX dispatches asynchronously: the host should queue step N+1 while the device runs step
@@ -42,8 +43,9 @@ from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile, overlap_ns
 from advisor.rule import Rule
 from advisor.units import ms, pct
+from advisor.views import idle as idle_view
 
-from ._common import loop_steps, merge, warm_up_step
+from ._common import merge
 
 ADVICE = {
     "sync": ("the host waits for device values every step (converting, printing or blocking on results): "
@@ -60,15 +62,11 @@ def _in(spans, steps) -> float:
     return sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in steps)
 
 
-def check(profile: Profile, min_idle_share: float = 0.2):
-    steps = loop_steps(profile)
-    total = sum(s.duration_ns for s in steps)
-    if not steps or not profile.busy or total <= 0:
+def check(profile: Profile, min_idle_share: float = idle_view.MIN_SHARE):
+    view = idle_view.of(profile, min_idle_share)
+    if view is None or view.share < min_idle_share:
         return
-    idle = total - _in(profile.busy, steps)
-    share = idle / total
-    if share < min_idle_share:
-        return
+    steps, total, idle, share = view.steps, view.step_ns, view.idle_ns, view.share
     by_cause = {}
     for cause in ("sync", "transfer", "compile"):
         events = [e for e in profile.host_events if e.category == cause]
@@ -110,7 +108,7 @@ def check(profile: Profile, min_idle_share: float = 0.2):
 
 
 def notes(profile: Profile) -> list[str]:
-    if warm_up_step(profile) is None:
+    if idle_view.warm_up_step(profile) is None:
         return []
     return ["the first profiled step includes compilation (a warm-up): host-bound leaves it out of the "
             "idle-time measurement"]

@@ -11,6 +11,17 @@ import pytest
 # advisor calibrate's store: a private one, so a calibration of this machine never changes a test
 os.environ["ADVISOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="advisor-cache-")
 
+# XLA's CPU backend compiles the tests' programs with LLVM at -O0: compiling is about half of the
+# suite's time, and -O0 halves it (the tiny Transformer's step: 8.6 -> 4.2 s here). The optimized
+# HLO, buffer assignment and memory analysis are XLA's, not LLVM's, and stay byte for byte the same
+# (checked on the tiny Transformer's step); only the ops' own speed changes, and no test judges an
+# absolute op time. Every process a test starts inherits it (TEST_XLA_FLAGS for tests that set
+# XLA_FLAGS themselves). Set ADVISOR_TEST_XLA_OPT=1 to test with XLA's default optimization.
+TEST_XLA_FLAGS = ("" if os.environ.get("ADVISOR_TEST_XLA_OPT") == "1"
+                  else "--xla_backend_optimization_level=0")
+if TEST_XLA_FLAGS and TEST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 GPU_TRACES = FIXTURES / "gpu-traces"      # real GPU profiles copied from others (see its README)

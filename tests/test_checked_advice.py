@@ -3,7 +3,7 @@ compiled before they are printed, and a change the compiler refutes is not print
 
 import json
 
-from conftest import FIXTURES, advisor, analyze_json
+from conftest import FIXTURES, TEST_XLA_FLAGS, advisor, analyze_json
 from test_json_schema import validate
 
 
@@ -13,7 +13,7 @@ def test_fsdp_is_refuted_by_its_compiled_peak(tmp_path):
     step-time claim of unrolling stays an estimate, with the variant's compiled peak beside it."""
     proc = advisor("run-workload", "transformer", "--set", "parallel.data=8", "--steps", "1", "--logdir", tmp_path,
                    "--select", "replicated-state", "--select", "scan-dynamic-update-slice", "--format", "json",
-                   env={"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""})
+                   env={"JAX_PLATFORMS": "cpu", "XLA_FLAGS": TEST_XLA_FLAGS})
     doc = validate("run-workload", proc)
     findings = {f["rule"]: f for f in doc["runs"][0]["findings"]}
     fsdp = findings["replicated-state"]

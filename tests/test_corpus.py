@@ -4,6 +4,8 @@ Each program's trace (fixtures/corpus/, recorded by fixtures/record_corpus.py) i
 once, in-process; every rule is held to the verdict tests/corpus/expectations.py gives it.
 """
 
+import re
+
 import pytest
 
 from advisor.engine import analyze_all
@@ -29,7 +31,9 @@ def reported(tmp_path_factory):
             for f in analyses[0].findings:
                 by_rule.setdefault(f.rule, []).append(f)
             cache[case] = by_rule
+            get.efficiency[case] = analyses[0].summary.get("efficiency") or {}
         return cache[case]
+    get.efficiency = {}       # case -> summary.efficiency
     return get
 
 
@@ -86,3 +90,16 @@ def test_finding_names_the_users_function(reported, case, rule, text):
     f = findings[0]
     assert text in f.title or text in (f.source or ""), (f.title, f.source)
     assert f.source and f.source.split(":")[0].endswith(f"{case}.py"), f.source
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_verdict_and_host_bound_read_one_idle_figure(reported, case):
+    """A host-bound verdict comes with a host-bound finding, and both give the same idle share (the
+    idle view): before, the verdict took idle from the union of op events and said host-bound on 11
+    corpus programs where the rule, reading executions, was silent."""
+    found = reported(case)["host-bound"]
+    eff = reported.efficiency[case]
+    if eff.get("bound") == "host":
+        assert found, eff["verdict"]
+        said = float(re.search(r"idle (\d+)% of the step", eff["verdict"]).group(1))
+        assert abs(said - 100 * found[0].evidence["idle_share"]) <= 0.51, (eff["verdict"], found[0].evidence)

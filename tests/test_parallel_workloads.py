@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, advisor, cli
+from conftest import ROOT, TEST_XLA_FLAGS, advisor, cli
 from advisor import workloads
 from advisor.workloads.config import ConfigError
 
@@ -19,7 +19,7 @@ def test_parallel_data_must_divide_the_minibatch():
 
 
 def test_loss_on_eight_devices_equals_one_device():
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 {TEST_XLA_FLAGS}"}
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "parallel_workload_loss.py"), "mlp", "8"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -31,7 +31,7 @@ def test_loss_on_eight_devices_equals_one_device():
 
 
 def test_run_workload_creates_the_devices_and_advises_fsdp(tmp_path):
-    env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+    env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": TEST_XLA_FLAGS}
     proc = advisor("run-workload", "mlp", "--preset", "tiny", "--set", "parallel.data=8",
                    "--set", "model.hidden_size=1024", "--set", "model.num_layers=2", "--steps", "2",
                    "--logdir", tmp_path, "--format", "json", env=env)
@@ -71,6 +71,7 @@ def test_pipeline_settings_are_checked():
 def test_run_workload_pipeline_reports_the_bubble_and_verifies_more_microbatches(tmp_path):
     """The issue's done-when: stages=4, microbatches=2 reports the bubble, recommends more
     microbatches, and --verify re-runs with them and measures the change."""
+    # XLA's default codegen: --verify judges the measured step times of both schedules
     env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
     proc = advisor("run-workload", "transformer", "--preset", "tiny", "--set", "parallel.pipeline.stages=4",
                    "--set", "parallel.pipeline.microbatches=2", "--steps", "2", "--verify", "--select", "pipeline-bubble",
@@ -97,7 +98,7 @@ def test_tensor_settings_are_checked():
 
 
 def test_run_workload_tensor_parallel_names_the_axes_and_roles(tmp_path):
-    env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
+    env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": TEST_XLA_FLAGS}
     proc = advisor("run-workload", "transformer", "--preset", "tiny", "--set", "parallel.data=2",
                    "--set", "parallel.tensor=4", "--steps", "1", "--no-compile-check", "--select", "exposed-communication",
                    "--logdir", tmp_path, "--format", "json", env=env)

@@ -32,6 +32,7 @@ from typing import Any, Optional
 from ..categories import categorize
 from ..model import Instruction, OpStat, Profile
 from ..peaks import Peak, UserPeaks, dtype_class, match_row, row_peak
+from . import idle
 
 LATENCY_NS = 5_000.0          # an op execution shorter than this cannot reach either roof (launch latency)
 TOP_OPS = 60                  # op rows kept in the JSON (by time) for the roofline chart
@@ -334,15 +335,16 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     memory- and latency-bound op time takes most of the step (ops whose bound is unknown aside)."""
     devices = profile.device_activity
     step_ns = step_s * 1e9 if step_s else None
-    # idle and exposed time as shares of each device's own step (the same window they were measured in),
-    # then put on the step used for op time: never more than the whole step
-    idle = _device_share(devices, "idle_ns") * step_ns if step_ns else 0.0
+    # idle (the idle view, which host-bound reads too) and exposed time as shares of the steps they were
+    # measured in, then put on the step used for op time: never more than the whole step
+    view = idle.of(profile)      # below host-bound's threshold idle time is no verdict, as the rule is silent
+    idle_ns = view.share * step_ns if view and view.host_bound and step_ns else 0.0
     exposed = _device_share(devices, "exposed_ns") * step_ns if step_ns else 0.0
     by_bound: dict[str, float] = collections.defaultdict(float)
     for r in rows:
         if bounds[id(r)] != "communication":        # collectives count by their exposed time below
             by_bound[bounds[id(r)] or "unknown"] += r.time_ns / per
-    times = {"host": idle, "communication": exposed, **by_bound}
+    times = {"host": idle_ns, "communication": exposed, **by_bound}
     known = {k: v for k, v in times.items() if k != "unknown" and v > 0}
     if not known:
         if by_bound.get("unknown") and peak is None:

@@ -332,6 +332,16 @@ CASES: dict[str, dict] = {
             "host-bound": ("at most warning", "the device does wait on the copies; naming it is fair"),
         },
     },
+    "slow_host_numpy": {
+        "about": "MLP + SGD whose batches the host augments in NumPy before every step (crops, flips, jitter: "
+                 "tens of ms) while the step computes for a few ms; no syncs, donated, warm, annotated",
+        "expect": {
+            "host-bound": ("fire", "the loop is paced by the host's NumPy work: timed without the profiler, the "
+                           "step alone takes 13-21 ms and the loop 95-100 ms a step, so the device idles ~80%"),
+            "host-device-transfer": ("at most info", "the 2.3 MiB batch copied each step is small next to the "
+                                     "NumPy work that makes it"),
+        },
+    },
     "dpsgd_per_example": {
         "about": "DP-SGD: vmap(grad) per-example gradients, flattened for their norms, clipped and noised, SGD",
         "expect": {
