@@ -17,24 +17,28 @@ nothing else and reads its own peak RSS (VmHWM) at the end:
   process on the slice of the file that holds the HLO (its own peak is not in this figure: a
   forked child's ru_maxrss starts from its parent's RSS, so it cannot be told apart here);
 - the timeline alone (advisor.load.loader.load_timeline: the streaming reader into columns);
-- with --events-db, xprof's events database: xspace_to_parquet + a DuckDB group-by of op time.
+- with --events-db, xprof's events database: xspace_to_parquet + a DuckDB group-by of op time;
+- with --baseline DIR, advisor's analysis again with the advisor package of DIR (a checkout of an
+  earlier commit: `git worktree add /tmp/before COMMIT`), in the same turns: before and after, side by side.
 
 Prints one row per size (median time of --repeat interleaved runs), analyze / floor, the fitted
 cost per MB and per event of both, and the extrapolation to a 10 GB trace.
 
     nice -n 10 python benchmarks/analyze_speed.py [--sizes 10,100,300,1000,2300] [--longer 1000,3000,10000]
-        [--repeat 3] [--events-db]
+        [--repeat 3] [--events-db] [--baseline DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 OUT = Path(__file__).resolve().parent / "out" / "scaling"
 BIG = Path("/tmp/advisor_analyze_speed")
@@ -161,8 +165,12 @@ def longer(src: Path, target_mb: float) -> Path:
     return dst
 
 
-def child(code: str, path: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
+def child(code: str, path: Path, package_dir: Optional[str] = None) -> dict:
+    """Run code on path in a fresh process; with package_dir, importing the advisor package found there
+    (`python -c` puts its working directory first on sys.path)."""
+    env = None if package_dir is None else dict(os.environ, PYTHONPATH=package_dir)
+    proc = subprocess.run([sys.executable, "-c", code, str(path.resolve())], capture_output=True, text=True,
+                          cwd=package_dir, env=env)
     if proc.returncode:
         return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -189,6 +197,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help=f"keep the concatenated files under {BIG}")
     ap.add_argument("--events-db", action="store_true",
                     help="also measure xprof's events database (xspace_to_parquet + DuckDB), up to --max-floor-mb")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="also measure the analysis with the advisor package of DIR (a checkout of an earlier commit)")
     args = ap.parse_args()
 
     sizes = sorted(float(s) for s in args.sizes.split(","))
@@ -214,11 +224,13 @@ def main() -> None:
 def measure(path: Path, kind: str, args) -> dict:
     size = path.stat().st_size
     run_floor = size / 1e6 <= args.max_floor_mb
-    floors, analyses, reads, dbs = [], [], [], []
+    floors, analyses, reads, dbs, bases = [], [], [], [], []
     for _ in range(args.repeat):
         if run_floor:
             floors.append(child(FLOOR, path))
         analyses.append(child(ANALYZE, path))
+        if args.baseline:
+            bases.append(child(ANALYZE, path, str(Path(args.baseline).resolve())))
         reads.append(child(READ, path))
         if args.events_db and size / 1e6 <= args.max_floor_mb:
             dbs.append(child(EVENTS_DB, path))
@@ -229,6 +241,12 @@ def measure(path: Path, kind: str, args) -> dict:
     else:
         row.update(analyze_s=statistics.median(a["s"] for a in ok), analyze_hwm=max(a["hwm_mib"] for a in ok),
                    analyze_base=min(a["base_mib"] for a in ok), findings=ok[0]["findings"])
+    good = [b for b in bases if "error" not in b]
+    if good:
+        row.update(base_s=statistics.median(b["s"] for b in good), base_hwm=max(b["hwm_mib"] for b in good),
+                   base_findings=good[0]["findings"])
+    elif bases:
+        row["base_error"] = bases[0]["error"]
     for key, runs in (("read", reads), ("db", dbs)):
         good = [r for r in runs if "error" not in r]
         if good:
@@ -270,6 +288,14 @@ def report(rows: list[dict]) -> None:
         ratio = f"{r['analyze_s'] / r['floor_s']:.2f}x" if "floor_s" in r else "-"
         print(f"| {name} | {events} | {ops} | {floor} | {r['analyze_s']:.2f} s | {ratio} | {read} | {floor_rss} "
               f"| {r['analyze_hwm']:,.0f} MiB | {db} |")
+    for r in rows:
+        if "base_s" in r and "analyze_s" in r:
+            ratio = f" ({r['base_s'] / r['floor_s']:.2f}x the floor)" if "floor_s" in r else ""
+            same = "the same findings" if r["base_findings"] == r["findings"] else f"findings {r['base_findings']}"
+            print(f"baseline at {r['mb']:.0f} MB: {r['base_s']:.2f} s{ratio}, peak RSS {r['base_hwm']:,.0f} MiB, "
+                  f"{same}; this tree {r['analyze_s']:.2f} s: {r['base_s'] / r['analyze_s']:.2f}x faster")
+        elif "base_error" in r:
+            print(f"baseline at {r['mb']:.0f} MB failed: {r['base_error']}")
     measured = [r for r in rows if "analyze_s" in r and r["kind"] != "concatenated"]
     both = [r for r in measured if "floor_s" in r]
     if rows and "analyze_base" in rows[0]:

@@ -387,9 +387,12 @@ def _frame(a: np.ndarray, n: int):
     chain ends at its first step that does not land on the next node found."""
     is_tag = a[:n] == _EVENT_TAG
     cand = np.flatnonzero(is_tag)
-    length, width = _varints(a, cand + 1)
-    nxt = cand + 1 + width + np.minimum(length, np.uint64(n + 1)).astype(np.int64)
-    nxt[width == 0] = -1
+    nxt = cand + 2 + a[cand + 1]          # most lengths are one byte
+    longer = np.flatnonzero(a[cand + 1] >= 0x80)
+    if len(longer):
+        length, width = _varints(a, cand[longer] + 1)
+        nxt[longer] = cand[longer] + 1 + width + np.minimum(length, np.uint64(n + 1)).astype(np.int64)
+        nxt[longer[width == 0]] = -1
     found = np.empty(len(cand), dtype=bool)
     found[0] = True
     found[1:] = cand[1:] >= np.maximum.accumulate(nxt)[:-1]
@@ -418,8 +421,12 @@ def _frame(a: np.ndarray, n: int):
         run = last
     if k < 0:
         return None
-    chain = nodes[:k + 1]
-    return cand[chain] + 1 + width[chain], nxt[chain], run
+    at = cand[nodes[:k + 1]]
+    body = at + 2
+    longer = np.flatnonzero(a[at + 1] >= 0x80)
+    if len(longer):
+        body[longer] = at[longer] + 1 + _varints(a, at[longer] + 1)[1]
+    return body, nxt[nodes[:k + 1]], run
 
 
 def _event_fields(a: np.ndarray, words: np.ndarray, starts: np.ndarray, ends: np.ndarray):
