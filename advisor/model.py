@@ -156,6 +156,9 @@ class HloModule:
     # entry parameter number -> True split over devices, False a full copy on each, None unknown
     parameter_sharded: dict[int, Optional[bool]] = dataclasses.field(default_factory=dict)
     parameter_dims: dict[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)   # per device
+    # entry parameters: the devices holding the same data as device 0 (its copies, from the
+    # parameter's sharding); () replicated on every device, None where the HLO does not say
+    parameter_copies: dict[int, Optional[tuple[int, ...]]] = dataclasses.field(default_factory=dict)
     parameter_dtypes: dict[int, str] = dataclasses.field(default_factory=dict)
     loops: dict[str, Loop] = dataclasses.field(default_factory=dict)     # by while instruction name
 

@@ -23,7 +23,7 @@ LAYOUTS = {
     "3d_async": ["parallel.data=2", "parallel.pipeline.stages=2", "parallel.pipeline.microbatches=2",
                  "parallel.tensor=2", "parallel.tensor.mode=async"],
 }
-RECORDED = ("async", "3d_async")
+RECORDED = ("sync", "async", "3d_async")
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])

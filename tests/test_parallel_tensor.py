@@ -35,6 +35,22 @@ def runs(tmp_path_factory):
     return result, views
 
 
+def state_on_paper(tensor: int, pipe: int = 1) -> int:
+    """Parameters + Adam's two moments per device, in bytes: the split leaves (parallel.TENSOR_DIMS) hold
+    1/tensor, the blocks 1/pipe, the rest is whole (the model's shapes, from one device's build)."""
+    import jax
+    import numpy as np
+    from advisor.workloads.parallel import tensor_dim
+    from parallel_tensor_runs import BASE
+
+    config = workloads.resolve("transformer", "tiny", BASE)
+    params = jax.eval_shape(workloads.get("transformer").build(config).init_state).params
+    sizes = jax.tree_util.tree_leaves(jax.tree_util.tree_map_with_path(
+        lambda path, x: np.prod(x.shape) / (tensor if tensor_dim(path, x.ndim) is not None else 1)
+        / (pipe if any(getattr(k, "key", None) == "block" for k in path) else 1), params))
+    return int(sum(sizes)) * 3 * 4
+
+
 def test_async_and_3d_compute_the_same_model_as_sync(runs):
     result, _ = runs
     sync = result["losses"]["sync"]
@@ -59,6 +75,20 @@ def test_async_rings_are_tensor_parallel_and_their_overlap_is_not_invented_on_cp
     assert not any(f.rule == "pipeline-bubble" for f in analysis.findings)
     # params + Adam per device: the blocks' split leaves over tensor, the rest whole; all copied over data
     assert v.state.split_over == ["tensor"] and v.state.replicated_over == ["data"]
+
+
+def test_spmd_tensor_parallel_state_is_split_over_tensor_and_copied_over_data(runs):
+    """XLA's SPMD partitioner all-reduces the gradients of split and whole leaves together over every
+    device; the state's own shardings say which devices hold each leaf's copy."""
+    _, views = runs
+    for name in ("sync", "async"):
+        state = parallelism.of(views[name].profile).state
+        assert state.split_over == ["tensor"] and state.replicated_over == ["data"], name
+        paper = state_on_paper(tensor=4)
+        assert state.bytes_per_device == pytest.approx(paper, rel=0.01), name
+        assert state.fsdp_saving_bytes == pytest.approx(paper / 2, rel=0.01), name
+    state = parallelism.of(views["3d_async"].profile).state
+    assert state.bytes_per_device == pytest.approx(state_on_paper(tensor=2, pipe=2), rel=0.01)
 
 
 def test_3d_mesh_roles_and_bubble(runs):

@@ -119,11 +119,13 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
     params, output_bytes, updated, sharded, param_dims, param_dtypes = {}, 0, frozenset(), {}, {}, {}
+    copies: dict[int, Optional[tuple[int, ...]]] = {}
     if entry is not None:
         for ins in entry.instructions:
             if ins.opcode == "parameter":
                 params[int(ins.parameter_number)] = shape_info(ins.shape)[2]
                 sharded[int(ins.parameter_number)] = _sharded(ins)
+                copies[int(ins.parameter_number)] = _copies(ins)
                 param_dims[int(ins.parameter_number)] = shape_info(ins.shape)[1]
                 param_dtypes[int(ins.parameter_number)] = shape_info(ins.shape)[0]
             if ins.id == entry.root_id:
@@ -134,7 +136,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                      aliased_parameters=aliased, parameter_bytes=params, output_bytes=output_bytes,
                      has_remat=has_remat, grad_accumulation_steps=accumulation,
                      multisteps_every=multisteps,
-                     updated_parameters=updated, parameter_sharded=sharded,
+                     updated_parameters=updated, parameter_sharded=sharded, parameter_copies=copies,
                      parameter_dims=param_dims, parameter_dtypes=param_dtypes, loops=loops)
 
 
@@ -156,6 +158,37 @@ def _sharded(ins) -> Optional[bool]:
     elif sharding.last_tile_dims and tiles:
         tiles = tiles[:len(tiles) - len(sharding.last_tile_dims)]
     return math.prod(tiles) > 1
+
+
+def _copies(ins) -> Optional[tuple[int, ...]]:
+    """The devices that hold the same data as device 0 for this parameter (its copies, itself
+    included): all of them when replicated, those along the replicated last tile dimension when
+    partly replicated, (0,) when fully split; None when the sharding does not say."""
+    if not ins.HasField("sharding"):
+        return None
+    sharding = ins.sharding
+    if sharding.type == _REPLICATED:
+        return ()               # every device of the program: the caller knows how many
+    tiles = list(sharding.tile_assignment_dimensions)
+    if sharding.type != _TILED or not tiles or (sharding.last_tile_dims and not sharding.replicate_on_last_tile_dim):
+        return None
+    n = math.prod(tiles)
+    if sharding.tile_assignment_devices:
+        devices = list(sharding.tile_assignment_devices)
+    elif sharding.iota_reshape_dims:
+        import numpy as np
+        order = np.arange(n).reshape(list(sharding.iota_reshape_dims))
+        perm = list(sharding.iota_transpose_perm) or list(range(order.ndim))
+        devices = order.transpose(perm).reshape(-1).tolist()
+    else:
+        devices = list(range(n))
+    if len(devices) != n or 0 not in devices:
+        return None
+    if not sharding.replicate_on_last_tile_dim:
+        return (0,)
+    copies = tiles[-1]
+    start = devices.index(0) // copies * copies
+    return tuple(sorted(devices[start:start + copies]))
 
 
 def _group_size(ins) -> Optional[int]:

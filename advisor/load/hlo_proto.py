@@ -35,8 +35,11 @@ message_type {
   name: "OpSharding"
   field { name: "type" number: 1 label: LABEL_OPTIONAL type: TYPE_INT32 }
   field { name: "tile_assignment_dimensions" number: 3 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "tile_assignment_devices" number: 4 label: LABEL_REPEATED type: TYPE_INT64 }
   field { name: "replicate_on_last_tile_dim" number: 6 label: LABEL_OPTIONAL type: TYPE_BOOL }
   field { name: "last_tile_dims" number: 8 label: LABEL_REPEATED type: TYPE_INT32 }
+  field { name: "iota_reshape_dims" number: 9 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "iota_transpose_perm" number: 10 label: LABEL_REPEATED type: TYPE_INT32 }
 }
 message_type {
   name: "ReplicaGroup"

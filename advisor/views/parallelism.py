@@ -621,6 +621,9 @@ def _state(module: HloModule, axes: list[Axis], roles, spans) -> Optional[State]
     if not updated:
         return None
     total = sum(module.parameter_bytes.get(n, 0) for n in updated)
+    copies = [module.parameter_copies.get(n) for n in updated]
+    if all(c is not None for c in copies):
+        return _state_from_shardings(module, axes, total)
     reduced_over: dict[int, set[tuple[int, ...]]] = {}
     for name, role in roles.items():
         if role == "gradient-sync":
@@ -643,6 +646,22 @@ def _state(module: HloModule, axes: list[Axis], roles, spans) -> Optional[State]
     saving = int(copied * (1 - 1 / data.size)) if data else 0
     return State(bytes_per_device=total, split_over=split, replicated_over=[a.name for a in replicated],
                  replicated_bytes=copied, fsdp_saving_bytes=saving, data_axis=data_axis)
+
+
+def _state_from_shardings(module: HloModule, axes: list[Axis], total: int) -> State:
+    """The same, read from the state's own shardings in the HLO (the devices holding each leaf's
+    copy): exact where the gradients' all-reduces are combined over several axes (SPMD partitioning)."""
+    copied: dict[str, int] = {}
+    for a in axes:
+        along = {k * a.stride for k in range(a.size)}
+        copied[a.name] = sum(module.parameter_bytes.get(n, 0) for n in module.updated_parameters
+                             if module.parameter_copies[n] == () or along <= set(module.parameter_copies[n]))
+    replicated = [a for a in axes if copied[a.name] > 0 and copied[a.name] >= 0.5 * total]
+    data = max(replicated, key=lambda a: (copied[a.name], a.name in _DATA_NAMES), default=None)
+    saving = int(copied[data.name] * (1 - 1 / data.size)) if data else 0
+    return State(bytes_per_device=total, split_over=[a.name for a in axes if a not in replicated],
+                 replicated_over=[a.name for a in replicated], replicated_bytes=copied[data.name] if data else 0,
+                 fsdp_saving_bytes=saving, data_axis=data.name if data else "")
 
 
 def _memory_by_kind(profile: Profile, module: HloModule, roles, weights) -> dict[str, int]:
