@@ -18,8 +18,8 @@ nothing else and reads its own peak RSS (VmHWM) at the end:
   forked child's ru_maxrss starts from its parent's RSS, so it cannot be told apart here);
 - the timeline alone (advisor.load.loader.load_timeline: the streaming reader into columns);
 - with --events-db, xprof's events database: xspace_to_parquet + a DuckDB group-by of op time;
-- with --baseline DIR, advisor's analysis again with the advisor package of DIR (a checkout of an
-  earlier commit: `git worktree add /tmp/before COMMIT`), in the same turns: before and after, side by side.
+- with --baseline DIR, advisor's analysis again with the advisor package (and rules) of DIR, a copy of
+  an earlier commit (`git archive COMMIT | tar -x -C DIR`), in the same turns: before and after, side by side.
 
 Prints one row per size (median time of --repeat interleaved runs), analyze / floor, the fitted
 cost per MB and per event of both, and the extrapolation to a 10 GB trace.
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -165,12 +164,21 @@ def longer(src: Path, target_mb: float) -> Path:
     return dst
 
 
+# The advisor package of another checkout: first on sys.path, and its rules and workloads folders found
+# as advisor.rules and advisor.workloads (as the package's install maps them).
+_BASELINE = """import sys
+sys.path.insert(0, {dir!r})
+import advisor
+advisor.__path__.append({dir!r})
+"""
+
+
 def child(code: str, path: Path, package_dir: Optional[str] = None) -> dict:
-    """Run code on path in a fresh process; with package_dir, importing the advisor package found there
-    (`python -c` puts its working directory first on sys.path)."""
-    env = None if package_dir is None else dict(os.environ, PYTHONPATH=package_dir)
+    """Run code on path in a fresh process; with package_dir, with the advisor package of that checkout."""
+    if package_dir is not None:
+        code = _BASELINE.format(dir=package_dir) + code
     proc = subprocess.run([sys.executable, "-c", code, str(path.resolve())], capture_output=True, text=True,
-                          cwd=package_dir, env=env)
+                          cwd=package_dir)
     if proc.returncode:
         return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -4,8 +4,10 @@
 trace) and cannot parse a file over 2 GiB. Here the file is memory-mapped and only the
 framing of the top-level messages is walked in Python (xplane.proto field numbers, see
 ../shared/GPU_XPLANE_SCHEMA.md): each plane's metadata is parsed once, and each line's
-events are parsed by protobuf's C parser a chunk at a time (a run of whole `events = 4`
-fields is itself a valid XLine). The objects given out have ProfileData's interface
+events are decoded a chunk at a time with numpy, straight from the bytes (`_decode`: ids,
+offsets and durations as columns; an event's stats parsed by protobuf when asked for), or,
+where that declines, parsed by protobuf's C parser (a run of whole `events = 4` fields is
+itself a valid XLine). The objects given out have ProfileData's interface
 (`planes`, `find_plane_with_name`, `name`, `lines`, `events`, `stats`, `start_ns`,
 `duration_ns`) and its values, so the timeline reader takes either.
 """
