@@ -186,6 +186,7 @@ def _start(ray, workers: int, address: Optional[str], progress) -> bool:
             ray.init(address="local", num_cpus=workers, **quiet)
         elif address:
             progress(f"joining the Ray cluster at {address}")
+            _use_token_if_present()
             ray.init(address=address, **quiet)
         else:
             progress(f"starting a local Ray with {workers} CPUs")
@@ -193,9 +194,33 @@ def _start(ray, workers: int, address: Optional[str], progress) -> bool:
     except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
         lines = str(err).strip().splitlines()
         where = f"the Ray cluster at {address}" if address else "a local Ray"
-        raise AdvisorError(f"cannot start or join {where}: {lines[0][:200] if lines else type(err).__name__}") \
+        hint = ""
+        if address not in (None, "local") and os.environ.get(AUTH_MODE_ENV) != "token":
+            hint = (f" (a cluster started by `ray start` 2.5x and later asks for a token: set {AUTH_MODE_ENV}=token "
+                    "and RAY_AUTH_TOKEN, or copy the head's ~/.ray/auth_token here)")
+        raise AdvisorError(f"cannot start or join {where}: {lines[0][:200] if lines else type(err).__name__}{hint}") \
             from None
     return True
+
+
+AUTH_MODE_ENV = "RAY_AUTH_MODE"
+
+
+def _use_token_if_present() -> None:
+    """Ray's clusters ask for a token by default since `ray start` enabled token authentication, but
+    `ray.init(address=...)` sends one only when RAY_AUTH_MODE=token: where the user has not chosen a
+    mode and has a token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, where `ray start`
+    writes it), send it, as Ray's own CLI does. Without this, joining fails with "Failed to connect"."""
+    if AUTH_MODE_ENV in os.environ:
+        return
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.join(os.path.expanduser("~"), ".ray", "auth_token")
+    if os.environ.get("RAY_AUTH_TOKEN") or os.path.isfile(path):
+        os.environ[AUTH_MODE_ENV] = "token"
+        try:     # Ray read its configuration when it was imported: read it again (what Ray's CLI does)
+            from ray._raylet import Config
+            Config.initialize("")
+        except (ImportError, AttributeError):
+            pass
 
 
 def _check_reachable(address: str) -> None:

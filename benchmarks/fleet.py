@@ -14,14 +14,22 @@ whatever the load) is shown beside it. `--busy N` keeps N cores busy (a spinning
 the whole measurement, as a neighbour would; `--repeat R` runs the modes in turns R times and shows
 the median wall time.
 
+`--cluster-cpus 1,2,...` measures instead a Ray cluster started beside the benchmark (`ray start
+--head --num-cpus N`, one per count, stopped after it) joined by `--engine ray --ray-address`: the
+throughput as the cluster's workers grow. The cluster's own processes are not children of the
+analysis, so the peak RSS shown is the driver's alone there.
+
     nice -n 10 python benchmarks/fleet.py [--runs 200] [--jobs 2] [--no-ray] [--busy 1] [--repeat 3]
+    nice -n 10 python benchmarks/fleet.py --runs 40 --cluster-cpus 1,2 [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -80,7 +88,11 @@ def main() -> None:
     ap.add_argument("--sample-s", type=float, default=0.05)
     ap.add_argument("--busy", type=int, default=0, help="Cores kept busy by spinning processes meanwhile.")
     ap.add_argument("--repeat", type=int, default=1, help="Turns of every mode; the median wall time is shown.")
+    ap.add_argument("--cluster-cpus", help="Worker counts of a Ray cluster to measure, e.g. 1,2,4.")
     args = ap.parse_args()
+    if args.cluster_cpus:
+        cluster(args)
+        return
 
     modes = [("sequential", ["--jobs", "1"], 1),
              (f"--jobs {args.jobs}", ["--jobs", str(args.jobs)], args.jobs)]
@@ -124,6 +136,75 @@ def main() -> None:
         print(f"{name:<26}{r['wall_s']:>9.1f}{r['wall_s'] / base:>7.2f}{rate:>9.2f}{r['cores']:>7}{rate / r['cores']:>13.2f}"
               f"{r['peak_rss'] / 2**20:>14.0f}")
     print(f"every mode printed the same {len(first)} documents: {'yes' if same else 'NO'}; "
+          f"load average {os.getloadavg()[0]:.2f} at the end")
+    if not same:
+        sys.exit(1)
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_port(port: int, head: subprocess.Popen, timeout_s: float = 60) -> None:
+    import socket
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if head.poll() is not None:
+            raise SystemExit(f"ray start exited {head.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise SystemExit(f"the Ray head did not listen on port {port} within {timeout_s:g} s")
+
+
+def cluster(args) -> None:
+    """Throughput of `--engine ray` on a Ray cluster of 1, 2, ... worker CPUs, sequential beside it."""
+    counts = [int(c) for c in args.cluster_cpus.split(",")]
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    with tempfile.TemporaryDirectory(prefix="advisor-fleet-") as tmp:
+        logdir = Path(tmp) / "logdir"
+        build(logdir, args.runs)
+        print(f"{args.runs} runs, {sum(f.stat().st_size for f in logdir.rglob('*.xplane.pb')) / 2**20:.0f} MiB of "
+              f"traces; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start")
+        walls: dict[str, list[float]] = {"sequential": []}
+        lines = {}
+        for _ in range(args.repeat):
+            r = measure(logdir, ["--jobs", "1"], args.sample_s)
+            walls["sequential"].append(r["wall_s"])
+            lines["sequential"] = r["lines"]
+            for n in counts:
+                port, name = _free_port(), f"cluster of {n} CPU{'s' if n > 1 else ''}"
+                env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+                # --block: the head stays this process's child, and ending it ends its node (never
+                # `ray stop`, which would stop every Ray of this user on the machine)
+                head = subprocess.Popen([ray_cli, "start", "--head", "--block", f"--num-cpus={n}", f"--port={port}",
+                                         "--include-dashboard=false", f"--temp-dir={tmp}/ray"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                        start_new_session=True)
+                try:
+                    _wait_for_port(port, head)
+                    time.sleep(3)      # the node's raylet and first workers up before the clock starts
+                    r = measure(logdir, ["--engine", "ray", "--ray-address", f"127.0.0.1:{port}", "--jobs", str(n)],
+                                args.sample_s)
+                finally:       # the head and every process of its node (they share its session)
+                    os.killpg(head.pid, signal.SIGTERM)
+                    head.wait(timeout=60)
+                    time.sleep(2)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(head.pid, signal.SIGKILL)
+                walls.setdefault(name, []).append(r["wall_s"])
+                lines[name] = r["lines"]
+    base = statistics.median(walls["sequential"])
+    print(f"{'mode':<24}{'wall s':>9}{'runs/s':>9}{'x sequential':>14}")
+    for name, w in walls.items():
+        wall = statistics.median(w)
+        print(f"{name:<24}{wall:>9.1f}{args.runs / wall:>9.2f}{base / wall:>14.2f}")
+    same = all(v == lines["sequential"] for v in lines.values())
+    print(f"every mode printed the same {len(lines['sequential'])} documents: {'yes' if same else 'NO'}; "
           f"load average {os.getloadavg()[0]:.2f} at the end")
     if not same:
         sys.exit(1)

@@ -34,6 +34,7 @@ if __name__ == "__main__":
         if name in RECORDED:
             config = workloads.resolve("transformer", "tiny", BASE + overrides)
             result["runs"][name] = str(profile_workload("transformer", "tiny", config, out / name))
+            print(f"{name} recorded: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         with compile_cache.active(write=False):      # the recorded layouts' step loads from the cache
             result["losses"][name], hlo = losses("transformer", BASE + overrides, steps=3)
         print(f"{name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)

@@ -3,6 +3,7 @@ data x pipe x tensor mesh (Part 5), on 8 simulated CPU devices: one child proces
 losses of each layout and records two traces (tests/parallel_tensor_runs.py); the traces are
 analyzed here."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -118,3 +119,26 @@ def test_tensor_mode_is_checked():
     both = workloads.resolve("transformer", "tiny", ["parallel.tensor=2", "parallel.pipeline.stages=2"])
     from advisor.workloads import parallel
     assert parallel.devices_needed(both) == 4
+
+
+def test_rings_in_a_layer_scan_are_no_pipeline_whatever_the_axes_are_called(runs):
+    """Without the recorded names (a user's own mesh, named anyhow), a loop holding several rings over
+    one axis is a layer scan of tensor-parallel blocks; the pipeline's loop passes one ring per iteration."""
+    _, views = runs
+    for name, given, pipe, tensor in (("async", [("rows", 2), ("cols", 4)], None, "cols"),
+                                      ("3d_async", [("x", 2), ("y", 2), ("z", 2)], "y", "z"),
+                                      ("async", None, None, "tensor"),                 # inferred
+                                      ("3d_async", None, "pipe", "tensor")):
+        profile = views[name].profile
+        if given is None:
+            profile = dataclasses.replace(profile, run_metadata={k: v for k, v in profile.run_metadata.items()
+                                                                 if k != "mesh"})
+        v = parallelism.build(profile, mesh=given)
+        assert (v.pipeline.axis, v.pipeline.stages, v.pipeline.microbatches) == (pipe, 2, 2) if pipe else \
+            v.pipeline is None, (name, given)
+        permutes = {(r.axis, r.role) for r in v.collectives if r.kind == "collective-permute"}
+        assert permutes == {(tensor, "tensor-parallel")} | ({(pipe, "pipeline-transfer")} if pipe else set())
+        # the all-reduces over the ring axis (norm statistics, the whole leaves' gradient shares) are
+        # tensor-parallel, and the axis is no data axis: its activation collectives are not resharding
+        assert {r.role for r in v.collectives if r.axis == tensor} == {"tensor-parallel"}, (name, given)
+        assert v.state.replicated_over == [v.axes[0].name] and v.state.data_axis == v.axes[0].name

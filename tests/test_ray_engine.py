@@ -58,3 +58,54 @@ def test_idle_cores_are_measured():
     from advisor.ray_engine import free_cores
 
     assert 0 <= free_cores(0.05) <= os.cpu_count()
+
+
+@needs_ray
+def test_joins_a_cluster_started_by_ray_start_that_asks_for_a_token(two_runs, tmp_path):
+    """Ray 2.5x and later: a new local `ray.init()` writes a token to ~/.ray/auth_token, and from then
+    on `ray start --head` turns token authentication on, but `ray.init(address=...)` sends the token
+    only under RAY_AUTH_MODE=token: joining such a cluster failed with "Failed to connect". The
+    user's token is now sent when they have one and have not chosen a mode."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from conftest import advisor
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_AUTH_MODE", None)
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    # the token a user has once any local Ray of theirs made one (a new local ray.init() does)
+    subprocess.run([ray_cli, "get-auth-token", "--generate"], env=env, check=True, capture_output=True)
+    assert (tmp_path / ".ray" / "auth_token").exists()
+    short = tempfile.mkdtemp(prefix="ray-")     # Ray's socket paths must fit AF_UNIX's 108 bytes
+    head = subprocess.Popen([ray_cli, "start", "--head", "--block", "--num-cpus=1", f"--port={port}",
+                             "--include-dashboard=false", f"--temp-dir={short}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while socket.socket().connect_ex(("127.0.0.1", port)):
+            assert head.poll() is None and time.monotonic() < deadline, "ray start did not come up"
+            time.sleep(0.5)
+        plain = cli("analyze", two_runs, "--format", "json", "--jobs", "1")
+        joined = advisor("analyze", two_runs, "--format", "json", "--engine", "ray",
+                         "--ray-address", f"127.0.0.1:{port}", env={"HOME": str(tmp_path)})
+        assert joined.returncode == 0, joined.stderr[-2000:]
+        assert joined.stdout == plain.stdout
+    finally:        # the head and every process of its node
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(head.pid, sig)
+            except ProcessLookupError:
+                pass
+            if sig == signal.SIGTERM:
+                head.wait(timeout=60)
+                time.sleep(1)
+        shutil.rmtree(short, ignore_errors=True)

@@ -171,12 +171,17 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     # inside the stage (Part 5 with Part 4.2's rings)
     roles = {k: "tensor-parallel" if r == "pipeline-transfer" and pipe_axis is not None
              and [a.stride for a in spans[k]] != [pipe_axis.stride] else r for k, r in roles.items()}
+    # over an axis that carries tensor-parallel rings, weight-shaped all-reduces sum the shares of the
+    # leaves every device there holds whole (norms, embedding): tensor-parallel, and the axis no data axis
+    rings = _ring_axes(collectives, axes) - ({pipe_axis.stride} if pipe_axis is not None else set())
+    roles = {k: "tensor-parallel" if r == "gradient-sync" and spans[k] and {a.stride for a in spans[k]} <= rings
+             else r for k, r in roles.items()}
     if not given:
         axes = _name_axes(axes, roles, spans)
         source = "inferred"
     else:
         roles = _roles_from_names(roles, spans)
-    roles = _data_collectives_are_resharding(roles, spans)
+    roles = _data_collectives_are_resharding(roles, spans, rings)
     names = {a.stride: a.name for a in axes}
     label = {k: "+".join(names[a.stride] for a in v) for k, v in spans.items()}
     weights |= _gathered_dims(module, roles)
@@ -429,11 +434,13 @@ def _roles_from_names(roles: dict[str, str], spans: dict[str, list]) -> dict[str
     return out
 
 
-def _data_collectives_are_resharding(roles: dict[str, str], spans: dict[str, list]) -> dict[str, str]:
+def _data_collectives_are_resharding(roles: dict[str, str], spans: dict[str, list],
+                                     rings: set[int] = frozenset()) -> dict[str, str]:
     """Activation collectives over an axis the gradients are reduced (or FSDP-gathered) over are the
-    SPMD partitioner's resharding there, not tensor parallelism: `other`."""
+    SPMD partitioner's resharding there, not tensor parallelism: `other` (not over an axis that
+    carries tensor-parallel rings)."""
     data = {spans[name][0].stride for name, role in roles.items()
-            if role in ("gradient-sync", "fsdp-gather", "fsdp-scatter") and len(spans[name]) == 1}
+            if role in ("gradient-sync", "fsdp-gather", "fsdp-scatter") and len(spans[name]) == 1} - set(rings)
     return {name: "other" if role == "tensor-parallel" and any(a.stride in data for a in spans[name]) else role
             for name, role in roles.items()}
 
@@ -465,20 +472,33 @@ def _ring(ins: Instruction) -> Optional[int]:
     return lengths.pop() if len(lengths) == 1 else None
 
 
+def _permutes_per_body(collectives, axes) -> dict[tuple, int]:
+    """Collective-permutes per (loop, axes spanned): a loop body (or the program outside loops, "")
+    holding several over one axis runs rings of tensor-parallel blocks (Part 4.2: a gather ring before
+    a block's first matmul, a scatter ring after its second); a pipeline passes one per iteration."""
+    counts: dict[tuple, int] = {}
+    for ins in collectives:
+        if ins.collective == "collective-permute" and _ring(ins):
+            key = (ins.loop, tuple(a.stride for a in _spanned(ins, axes)))
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _ring_axes(collectives, axes) -> set[int]:
+    """Strides of the axes that carry tensor-parallel rings (several permutes in one body)."""
+    return {strides[0] for (_, strides), n in _permutes_per_body(collectives, axes).items()
+            if n > 1 and len(strides) == 1}
+
+
 def _pipeline_ring(module: HloModule, collectives, axes) -> tuple[Optional[Axis], str, set[str]]:
     """The pipeline's stage axis and schedule loop: a loop whose body passes a permute ring around
     one whole axis, for at least as many iterations as the ring has stages. Both the forward loop
     and its transpose (the backward schedule) carry the ring; the pipeline is named by the forward
     one. A loop whose body holds several rings over the axis is a layer scan of tensor-parallel
-    blocks (Part 4.2: a gather ring before a block's first matmul, a scatter ring after its second),
-    as is any ring over an axis the mesh names as a model axis. Returns (axis, forward loop, every
-    schedule loop)."""
+    blocks (_permutes_per_body), as is any ring over an axis the mesh names as a model axis. Returns
+    (axis, forward loop, every schedule loop)."""
     best, rings = None, []
-    permutes: dict[tuple, int] = {}
-    for ins in collectives:
-        if ins.collective == "collective-permute" and ins.loop:
-            key = (ins.loop, tuple(a.stride for a in _spanned(ins, axes)))
-            permutes[key] = permutes.get(key, 0) + 1
+    permutes = _permutes_per_body(collectives, axes)
     for ins in collectives:
         if ins.collective != "collective-permute" or not ins.loop:
             continue
@@ -487,7 +507,7 @@ def _pipeline_ring(module: HloModule, collectives, axes) -> tuple[Optional[Axis]
         spanned = _spanned(ins, axes)
         if loop is None or size is None or len(spanned) != 1 or spanned[0].size != size:
             continue
-        if permutes[(ins.loop, (spanned[0].stride,))] > 1:
+        if permutes.get((ins.loop, (spanned[0].stride,)), 0) > 1:
             continue
         if (loop.trip_count or 0) < size or spanned[0].name.lower() in _MODEL_NAMES:
             continue
@@ -572,8 +592,9 @@ def _name_axes(axes: list[Axis], roles: dict[str, str], spans: dict[str, list[Ax
     """Name inferred axes by what runs over them: data (gradients reduced, FSDP), pipe (the
     pipeline ring), tensor (activation collectives); the rest by size and stride."""
     votes: dict[int, str] = {}
-    for role, name in (("gradient-sync", "data"), ("fsdp-gather", "data"), ("fsdp-scatter", "data"),
-                       ("pipeline-transfer", "pipe"), ("tensor-parallel", "tensor")):
+    # the stage ring first: the stages also all-reduce the gradients of the leaves each holds whole
+    for role, name in (("pipeline-transfer", "pipe"), ("gradient-sync", "data"), ("fsdp-gather", "data"),
+                       ("fsdp-scatter", "data"), ("tensor-parallel", "tensor")):
         for ins, r in roles.items():
             if r == role and len(spans[ins]) == 1:
                 votes.setdefault(spans[ins][0].stride, name)
