@@ -13,6 +13,12 @@ from advisor.load import xplane_stream
 from advisor.load.xplane_stream import StreamLine, XSpaceError
 
 
+@pytest.fixture(autouse=True)
+def _decode_short_runs_too(monkeypatch):
+    """Short runs go to protobuf's parser (cheaper there): here the decoder reads them all."""
+    monkeypatch.setattr(xplane_stream, "_SMALL_RUN", 0)
+
+
 def _varint(value: int) -> bytes:
     value &= (1 << 64) - 1
     out = bytearray()
@@ -157,3 +163,13 @@ def test_damaged_lines_give_the_same_or_one_clear_error(monkeypatch):
             assert ours == theirs
             outcomes["same"] += 1
     assert outcomes["same"] > 50 and outcomes["rejected"] > 50, outcomes
+
+
+def test_the_chain_by_pointer_doubling_gives_the_same(monkeypatch):
+    """Where following the steps takes too many rounds (values full of tag bytes), the chain is
+    found by pointer doubling: the same columns."""
+    monkeypatch.setattr(xplane_stream, "_CHUNK", 4096)
+    data = _line(random.Random(11), 300, 0.2)
+    expected = _by_protobuf(_stream(data))
+    monkeypatch.setattr(xplane_stream, "_found", lambda *args: None)
+    assert _by_columns(_stream(data)) == expected

@@ -41,10 +41,11 @@ def in_window(start: float, window) -> bool:
     return window is None or window[0] <= start < window[1]
 
 
-def chunks_of(line, plane_ids: dict[str, int]) -> Iterator:
-    """The line's events as chunks: the streaming reader's own, or a ProfileData line's as one."""
+def chunks_of(line, plane_ids: dict[str, int], all_stats: bool = False) -> Iterator:
+    """The line's events as chunks: the streaming reader's own, or a ProfileData line's as one.
+    all_stats: the caller reads every event's stats (the streaming reader then parses them at once)."""
     if hasattr(line, "chunks"):
-        yield from line.chunks()
+        yield from line.chunks(all_stats)
         return
     events = list(line.events)
     if events:

@@ -97,7 +97,7 @@ def device_plane(plane, acc: OpAccumulator) -> PlaneEvents:
         if not (line.name.startswith("Stream") or tpu):
             continue   # derived lines (XLA Ops, Steps, ...) repeat the stream events
         ops_line = acc.line(plane.name)
-        for chunk in chunks_of(line, plane_ids):
+        for chunk in chunks_of(line, plane_ids, all_stats=True):
             n = len(chunk)
             copy, kernel = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
             correlation = np.full(n, -1, dtype=np.int64)

@@ -109,7 +109,7 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] =
     for line in host.lines:
         line_name = line.name
         if line_name.startswith("Host Threads") and launches is not None:
-            for chunk in chunks_of(line, plane_ids):
+            for chunk in chunks_of(line, plane_ids, all_stats=True):
                 starts = chunk.start_ns.tolist()
                 for i in range(len(chunk)):
                     for key, value in chunk.stat_items(i):
@@ -120,7 +120,7 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] =
         if line_name.startswith(CPU_EXECUTOR_PREFIXES) or line_name.startswith("Host Threads"):
             continue
         step_line = not line_name.startswith(_NOT_STEP_LINES)
-        for chunk in chunks_of(line, plane_ids):
+        for chunk in chunks_of(line, plane_ids, all_stats=step_line):
             kind = classify(chunk, _host_code, codes)
             wanted = np.nonzero((kind != 0) & ((kind != _STEP_MARK) | step_line))[0]
             if not len(wanted):

@@ -279,27 +279,30 @@ class StreamLine:
                                   float((off // 1000 if off >= 0 else _ns(off)) + ts),
                                   float(dur // 1000 if dur >= 0 else _ns(dur)), ev, stat_names)
 
-    def chunks(self) -> Iterator[Chunk]:
-        """The line's events as columns, a chunk (at most _CHUNK bytes of events) at a time."""
+    def chunks(self, all_stats: bool = False) -> Iterator[Chunk]:
+        """The line's events as columns, a chunk (at most _CHUNK bytes of events) at a time; with
+        all_stats (a reader that reads every event's stats), each chunk's events parsed at once."""
         ts = self.timestamp_ns
         names, stat_names = self._plane._event_names, self._plane._stat_names
-        for ids, offsets, durations, events in self._columns():
+        for ids, offsets, durations, events in self._columns(all_stats):
             if len(ids):
                 yield Chunk(ids, (_ns_array(offsets) + ts).astype(np.float64),
                             _ns_array(durations).astype(np.float64), events, names, stat_names)
 
-    def _columns(self):
+    def _columns(self, all_stats: bool = False):
         """(metadata ids, offsets, durations, events) of each run of whole event fields: decoded
-        from the bytes with numpy (`_decode`), or, where that declines (an event larger than a
-        chunk, fields out of their usual order, damage), by protobuf's parser, which also
-        raises on damage."""
+        from the bytes with numpy (`_decode`), or by protobuf's parser for a short line, for a
+        reader of every event's stats (which needs the events parsed: numpy's pass would be on top
+        of that) and where the decoder declines (an event larger than a chunk, a group, damage);
+        protobuf's parser also raises on damage."""
         buf, end = self._plane._buf, self._end
         pos = self._events_at
         while pos < end:
             if buf[pos] != _EVENT_TAG:
                 pos = next(_fields(buf, pos, end))[4]
                 continue
-            decoded = _decode(buf, pos, min(end, pos + _CHUNK))
+            window = min(end, pos + _CHUNK)
+            decoded = _decode(buf, pos, window) if window - pos >= _SMALL_RUN and not all_stats else None
             if decoded is not None:
                 run, columns = decoded
                 _release(buf, pos, pos + run)
@@ -327,8 +330,9 @@ def _ns_array(ps):
     return ns
 
 
+_SMALL_RUN = 16 << 10    # bytes of events under which protobuf's parser is cheaper than numpy's fixed cost
 _PAD = 16    # zero bytes after a copied run: a varint read near its end stops inside the copy
-_LAZY_READS = 64    # events whose stats are parsed one by one before the whole run is parsed
+_LAZY_READS = 32    # events whose stats are parsed one by one (at least) before the whole run is parsed
 
 
 def _varints(a: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -385,31 +389,25 @@ def _frame(a: np.ndarray, n: int):
     next field would start: the events are the chain of these steps from a[0]. A candidate that
     no earlier candidate's field covers is on that chain (a stat, or a tag byte inside a value,
     lies inside its event); the events such a covering hides (behind a value's byte that looks
-    like a long field) are found by following the steps from the ones found, a few rounds. The
-    chain ends at its first step that does not land on the next node found."""
-    is_tag = a[:n] == _EVENT_TAG
-    cand = np.flatnonzero(is_tag)
+    like a field landing on a candidate) are found by following the steps from the ones found, a
+    few rounds. The chain ends at its first step that does not land on the next node found:
+    whatever else was found lies after it."""
+    is_tag = np.empty(n + 2, dtype=bool)      # and where a step lands: at n, the end (True); past it, False
+    np.equal(a[:n], _EVENT_TAG, out=is_tag[:n])
+    is_tag[n], is_tag[n + 1] = True, False
+    cand = np.flatnonzero(is_tag[:n])
     nxt = cand + 2 + a[cand + 1]          # most lengths are one byte
     longer = np.flatnonzero(a[cand + 1] >= 0x80)
     if len(longer):
         length, width = _varints(a, cand[longer] + 1)
         nxt[longer] = cand[longer] + 1 + width + np.minimum(length, np.uint64(n + 1)).astype(np.int64)
         nxt[longer[width == 0]] = -1
-    found = np.empty(len(cand), dtype=bool)
-    found[0] = True
-    found[1:] = cand[1:] >= np.maximum.accumulate(nxt)[:-1]
-    seen = np.zeros(n + 1, dtype=bool)
-    seen[cand[found]] = True
-    step = nxt[found]
-    while True:
-        step = step[(step >= 0) & (step < n)]
-        step = step[is_tag[step] & ~seen[step]]
-        if not len(step):
-            break
-        seen[step] = True
-        at = np.searchsorted(cand, step)
-        found[at] = True
-        step = nxt[at]
+    found = _found(cand, nxt, nxt, is_tag, n, 8)
+    if found is None:       # stray tag bytes hid many events: only fields that land on a candidate (or
+        # the end) cover, which a stray byte's length mostly does not
+        found = _found(cand, nxt, np.where(is_tag[np.minimum(nxt, n + 1)], nxt, 0), is_tag, n, 16)
+    if found is None:       # values full of tag bytes: the chain itself, by pointer doubling
+        found = _doubled_chain(cand, nxt)
     nodes = np.flatnonzero(found)
     starts, steps = cand[nodes], nxt[nodes]
     breaks = np.flatnonzero(steps[:-1] != starts[1:])
@@ -429,6 +427,44 @@ def _frame(a: np.ndarray, n: int):
     if len(longer):
         body[longer] = at[longer] + 1 + _varints(a, at[longer] + 1)[1]
     return body, nxt[nodes[:k + 1]], run
+
+
+def _found(cand, nxt, covers, is_tag, n: int, rounds: int):
+    """The candidates that no earlier one's field (as far as `covers`) covers, with those reached by
+    following the steps from them; None if that takes more than `rounds` rounds."""
+    found = np.empty(len(cand), dtype=bool)
+    found[0] = True
+    found[1:] = cand[1:] >= np.maximum.accumulate(covers)[:-1]
+    seen = np.zeros(n + 1, dtype=bool)
+    seen[cand[found]] = True
+    step = nxt[found]
+    for _ in range(rounds):
+        step = step[(step >= 0) & (step < n)]
+        step = step[is_tag[step] & ~seen[step]]
+        if not len(step):
+            return found
+        seen[step] = True
+        at = np.searchsorted(cand, step)
+        found[at] = True
+        step = nxt[at]
+    return None
+
+
+def _doubled_chain(cand: np.ndarray, nxt: np.ndarray) -> np.ndarray:
+    """The candidates on the chain of steps from the first: each round doubles both the steps
+    taken and the length of the chain known (log2 of its length rounds, each over every candidate)."""
+    m = len(cand)
+    at = np.minimum(np.searchsorted(cand, nxt), m - 1)
+    jump = np.append(np.where(cand[at] == nxt, at, m), m)      # m: the chain stops
+    chain = np.zeros(1, dtype=np.int64)
+    while True:
+        grown = np.union1d(chain, jump[chain])
+        if len(grown) == len(chain):
+            break
+        chain, jump = grown, jump[jump]
+    found = np.zeros(m, dtype=bool)
+    found[chain[chain < m]] = True
+    return found
 
 
 def _event_fields(a: np.ndarray, words: np.ndarray, starts: np.ndarray, ends: np.ndarray):
@@ -536,19 +572,19 @@ def _decode(buf, start: int, end: int):
 class _LazyEvents:
     """The events of a decoded run, parsed by protobuf only when their stats are asked for: one
     event at a time for a few, the whole run once many are."""
-    __slots__ = ("_data", "_starts", "_ends", "_run", "_parsed", "_reads")
+    __slots__ = ("_data", "_starts", "_ends", "_run", "parsed", "_reads")
 
     def __init__(self, data: bytearray, starts: np.ndarray, ends: np.ndarray, run: int):
         self._data, self._starts, self._ends, self._run = data, starts, ends, run
-        self._parsed, self._reads = None, 0
+        self.parsed, self._reads = None, 0
 
     def __getitem__(self, i: int):
-        if self._parsed is None:
+        if self.parsed is None:
             self._reads += 1
-            if self._reads <= max(_LAZY_READS, len(self._starts) >> 3):
+            if self._reads <= max(_LAZY_READS, len(self._starts) >> 5):
                 return _parse(XEvent, bytes(self._data[int(self._starts[i]):int(self._ends[i])]))
-            self._parsed = _parse(XLine, bytes(self._data[:self._run])).events
-        return self._parsed[i]
+            self.parsed = _parse(XLine, bytes(self._data[:self._run])).events
+        return self.parsed[i]
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -567,11 +603,20 @@ class Chunk:
         return len(self.ids)
 
     def stats(self, i: int, wanted: frozenset) -> dict:
-        return _wanted_stats(self._events[i], self._stat_names, wanted)
+        return _wanted_stats(self._event(i), self._stat_names, wanted)
 
     def stat_items(self, i: int) -> Iterator[tuple]:
         names = self._stat_names
-        return (_stat_tuple(s, names) for s in self._events[i].stats)
+        return (_stat_tuple(s, names) for s in self._event(i).stats)
+
+    def _event(self, i: int):
+        events = self._events
+        if events.__class__ is not _LazyEvents:
+            return events[i]
+        event = events[i]
+        if events.parsed is not None:     # the whole run is parsed now: read it directly from here on
+            self._events = events.parsed
+        return event
 
 
 def _chunk(buf, start: int, end: int):
