@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, TEST_XLA_FLAGS
 from advisor import workloads
 from advisor.engine import analyze_all
 from advisor.views import parallelism
@@ -21,7 +21,7 @@ from advisor.workloads.config import ConfigError
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("tensor")
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 {TEST_XLA_FLAGS}",
            "PYTHONPATH": str(ROOT / "tests")}
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "parallel_tensor_runs.py"), str(out)],
                           capture_output=True, text=True, env=env, timeout=600)
