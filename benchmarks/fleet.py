@@ -190,12 +190,10 @@ def cluster(args) -> None:
                     time.sleep(3)      # the node's raylet and first workers up before the clock starts
                     r = measure(logdir, ["--engine", "ray", "--ray-address", f"127.0.0.1:{port}", "--jobs", str(n)],
                                 args.sample_s)
-                finally:       # the head and every process of its node (they share its session)
-                    os.killpg(head.pid, signal.SIGTERM)
-                    head.wait(timeout=60)
-                    time.sleep(2)
+                finally:       # the head and every process of its node (its session); SIGTERM takes Ray ~30 s
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(head.pid, signal.SIGKILL)
+                    head.wait(timeout=60)
                 walls.setdefault(name, []).append(r["wall_s"])
                 lines[name] = r["lines"]
     base = statistics.median(walls["sequential"])

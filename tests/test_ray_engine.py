@@ -61,7 +61,7 @@ def test_idle_cores_are_measured():
 
 
 @needs_ray
-def test_joins_a_cluster_started_by_ray_start_that_asks_for_a_token(two_runs, tmp_path):
+def test_joins_a_cluster_started_by_ray_start_that_asks_for_a_token(tmp_path):
     """Ray 2.5x and later: a new local `ray.init()` writes a token to ~/.ray/auth_token, and from then
     on `ray start --head` turns token authentication on, but `ray.init(address=...)` sends the token
     only under RAY_AUTH_MODE=token: joining such a cluster failed with "Failed to connect". The
@@ -94,18 +94,16 @@ def test_joins_a_cluster_started_by_ray_start_that_asks_for_a_token(two_runs, tm
         while socket.socket().connect_ex(("127.0.0.1", port)):
             assert head.poll() is None and time.monotonic() < deadline, "ray start did not come up"
             time.sleep(0.5)
-        plain = cli("analyze", two_runs, "--format", "json", "--jobs", "1")
-        joined = advisor("analyze", two_runs, "--format", "json", "--engine", "ray",
+        one_run = FIXTURES / "transformer_scan"
+        plain = cli("analyze", one_run, "--format", "json")
+        joined = advisor("analyze", one_run, "--format", "json", "--engine", "ray",
                          "--ray-address", f"127.0.0.1:{port}", env={"HOME": str(tmp_path)})
         assert joined.returncode == 0, joined.stderr[-2000:]
         assert joined.stdout == plain.stdout
-    finally:        # the head and every process of its node
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(head.pid, sig)
-            except ProcessLookupError:
-                pass
-            if sig == signal.SIGTERM:
-                head.wait(timeout=60)
-                time.sleep(1)
+    finally:        # the head and every process of its node (its session); SIGTERM takes Ray ~30 s
+        try:
+            os.killpg(head.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        head.wait(timeout=60)
         shutil.rmtree(short, ignore_errors=True)
