@@ -19,13 +19,13 @@ B, D, L = 1024, 512, 4
 PEAKS = {"peak_flops": "2T", "peak_bandwidth": "100GB/s"}     # given: ridge point 20 FLOP/B
 
 
-def _unrolled(ws, x):
+def mlp_unrolled(ws, x):
     for w in ws:
         x = jnp.tanh(x @ w)
     return jnp.mean(x ** 2)
 
 
-def _scanned(ws, x):
+def mlp_scanned(ws, x):
     return jnp.mean(jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), x, ws)[0] ** 2)
 
 
@@ -50,8 +50,8 @@ def record_all(folder: Path) -> dict:
     ws = jax.random.normal(jax.random.PRNGKey(0), (L, D, D)) / D ** 0.5
     x = jax.random.normal(jax.random.PRNGKey(1), (B, D))
     return {
-        "unrolled": _record(folder / "unrolled", jax.grad(_unrolled), ([ws[i] for i in range(L)], x)),
-        "scanned": _record(folder / "scanned", jax.grad(_scanned), (ws, x)),
+        "unrolled": _record(folder / "unrolled", jax.grad(mlp_unrolled), ([ws[i] for i in range(L)], x)),
+        "scanned": _record(folder / "scanned", jax.grad(mlp_scanned), (ws, x)),
         "chain": _record(folder / "chain", _chain, (jnp.ones((4096, 4096)),)),
     }
 

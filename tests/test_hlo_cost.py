@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import pytest
 
 from conftest import FIXTURES
+from efficiency_programs import mlp_scanned, mlp_unrolled
 from advisor.load.hlo_cost import gemm_contracting_dims, module_cost
 from advisor.load.hlo_proto import HloProto
 
@@ -49,16 +50,6 @@ def _conv(x, w):
     return jax.lax.conv_general_dilated(x, w, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
 
-def _mlp(ws, x):
-    for w in ws:
-        x = jnp.tanh(x @ w)
-    return jnp.mean(x ** 2)
-
-
-def _mlp_scan(ws, x):
-    return jnp.mean(jax.lax.scan(lambda h, w: (jnp.tanh(h @ w), None), x, ws)[0] ** 2)
-
-
 W = jnp.ones((4, 64, 64))
 X = jnp.ones((32, 64))
 LOOP_FREE = {
@@ -66,7 +57,7 @@ LOOP_FREE = {
     "batched dot": (lambda a, b: jnp.einsum("bij,bjk->bik", a, b), jnp.ones((4, 64, 128)), jnp.ones((4, 128, 32))),
     "strided padded conv": (_conv, jnp.ones((2, 17, 17, 8)), jnp.ones((3, 3, 8, 16))),
     "softmax": (lambda x: jax.nn.softmax(x).sum(), jnp.ones((128, 256))),
-    "mlp training step": (jax.grad(_mlp), [W[i] for i in range(4)], X),
+    "mlp training step": (jax.grad(mlp_unrolled), [W[i] for i in range(4)], X),
 }
 
 
@@ -82,7 +73,7 @@ def test_loop_free_programs_match_xla_cost_analysis(name):
 
 
 def test_scan_counts_each_trip_where_xla_counts_the_body_once():
-    ours, module = _module(_mlp_scan, W, X)
+    ours, module = _module(mlp_scanned, W, X)
     flops, trans, _ = totals(ours)
     paper = 4 * 2 * 32 * 64 * 64            # four layers of [32,64] @ [64,64]
     assert flops == pytest.approx(paper, rel=0.05)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh
 
 
 def settings(config: dict) -> tuple[int, int, int]:
@@ -54,8 +54,6 @@ def make(config: dict, model_config, block_cls, optimizer, attention) -> tuple[A
     """(train_step, shardings): the step under shard_map, and the function giving the runner its
     (mesh, state, metrics, batch) shardings. With parallel.tensor = T > 1 the mesh is data x pipe x
     tensor (Part 5) and each stage's blocks are split over 'tensor' by hand (workloads/tensor.py)."""
-    from jax import shard_map
-
     from . import tensor
 
     stages, micro, loops = settings(config)
@@ -126,18 +124,4 @@ def make(config: dict, model_config, block_cls, optimizer, attention) -> tuple[A
         metrics = jax.tree_util.tree_map(jnp.add, metrics, step_metrics)
         return new_state, metrics
 
-    def train_step(state, metrics, batch):
-        specs = state_specs(state, size)
-        mspecs = jax.tree_util.tree_map(lambda _: P(), metrics)
-        bspecs = jax.tree_util.tree_map(lambda _: P("data"), batch)
-        return shard_map(local_step, mesh=mesh, in_specs=(specs, mspecs, bspecs), out_specs=(specs, mspecs),
-                         check_vma=False)(state, metrics, batch)
-
-    def shardings(state_shape, metrics_shape, batch):
-        named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
-        state = jax.tree_util.tree_map(named, state_specs(state_shape, size), is_leaf=lambda x: isinstance(x, P))
-        metrics = jax.tree_util.tree_map(lambda _: named(P()), metrics_shape)
-        data = jax.tree_util.tree_map(lambda _: named(P("data")), batch)
-        return mesh, state, metrics, data
-
-    return train_step, shardings
+    return tensor.per_device_step(mesh, local_step, lambda tree: state_specs(tree, size))

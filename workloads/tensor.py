@@ -145,6 +145,31 @@ def sum_replicated_grads(grads):
         lambda path, g: g if tensor_dim(path, g.ndim) is not None else jax.lax.psum(g, AXIS), grads)
 
 
+def per_device_step(mesh, local_step, state_specs):
+    """(train_step, shardings) of a step written per device: `local_step` under shard_map over
+    `mesh`, the state laid out by `state_specs(state)`, metrics whole, the batch split over 'data';
+    `shardings` gives the runner the same layout as (mesh, state, metrics, batch) shardings.
+    Shared by this module and the pipeline (workloads/pipeline.py)."""
+    from jax import shard_map
+    from jax.sharding import NamedSharding
+
+    def train_step(state, metrics, batch):
+        sspecs = state_specs(state)
+        mspecs = jax.tree_util.tree_map(lambda _: P(), metrics)
+        bspecs = jax.tree_util.tree_map(lambda _: P("data"), batch)
+        return shard_map(local_step, mesh=mesh, in_specs=(sspecs, mspecs, bspecs), out_specs=(sspecs, mspecs),
+                         check_vma=False)(state, metrics, batch)
+
+    def shardings(state_shape, metrics_shape, batch):
+        named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
+        state = jax.tree_util.tree_map(named, state_specs(state_shape), is_leaf=lambda x: isinstance(x, P))
+        metrics = jax.tree_util.tree_map(lambda _: named(P()), metrics_shape)
+        data = jax.tree_util.tree_map(lambda _: named(P("data")), batch)
+        return mesh, state, metrics, data
+
+    return train_step, shardings
+
+
 def mesh_for(config: dict, axes: tuple[str, ...]):
     """The mesh over `axes` (sizes from the config), data major, on the first devices."""
     import numpy as np
@@ -179,8 +204,6 @@ def make(config: dict, model_config, attention, optimizer):
     shard_map; the runner jits the step with the shardings' placement, as for the pipeline."""
     import numpy as np
     import optax
-    from jax import shard_map
-    from jax.sharding import NamedSharding
 
     from .train import accumulate_gradients
 
@@ -218,18 +241,4 @@ def make(config: dict, model_config, attention, optimizer):
         new_state = state.apply_gradients(grads=grads, rng=rng)
         return new_state, jax.tree_util.tree_map(jnp.add, metrics, step_metrics)
 
-    def train_step(state, metrics, batch):
-        sspecs = specs(state, size)
-        mspecs = jax.tree_util.tree_map(lambda _: P(), metrics)
-        bspecs = jax.tree_util.tree_map(lambda _: P("data"), batch)
-        return shard_map(local_step, mesh=mesh, in_specs=(sspecs, mspecs, bspecs), out_specs=(sspecs, mspecs),
-                         check_vma=False)(state, metrics, batch)
-
-    def shardings(state_shape, metrics_shape, batch):
-        named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
-        state = jax.tree_util.tree_map(named, specs(state_shape, size), is_leaf=lambda x: isinstance(x, P))
-        metrics = jax.tree_util.tree_map(lambda _: named(P()), metrics_shape)
-        data = jax.tree_util.tree_map(lambda _: named(P("data")), batch)
-        return mesh, state, metrics, data
-
-    return train_step, shardings
+    return per_device_step(mesh, local_step, lambda tree: specs(tree, size))
