@@ -44,11 +44,9 @@ def profile_hosts(name: str, preset: str, config: dict, hosts: int, logdir: Path
         (tmp / "config.json").write_text(json.dumps(config))
         # No compilation cache: a program loaded from it in one host and compiled in another could
         # disagree on the collectives' order (JAX shares compiles between hosts its own way).
-        # the user's other XLA flags stay; the device count is each host's own
-        flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
-                 if not f.startswith("--xla_force_host_platform_device_count")]
+        from advisor.workloads.parallel import xla_flags_with_cpu_devices
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "ADVISOR_COMPILE_CACHE": "off",
-               "XLA_FLAGS": " ".join([*flags, f"--xla_force_host_platform_device_count={total // hosts}"])}
+               "XLA_FLAGS": xla_flags_with_cpu_devices(total // hosts)}
         progress(f"starting {hosts} host processes with {total // hosts} simulated devices each (gloo over 127.0.0.1)")
         procs += [subprocess.Popen([sys.executable, "-m", "advisor.hosts", name, preset, str(tmp / "config.json"),
                                    str(tmp / f"host{i}"), str(i), str(hosts), str(port)],

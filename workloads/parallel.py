@@ -132,9 +132,14 @@ def ensure_cpu_devices(n: int) -> bool:
                 return False
         except ImportError:
             return False
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(CPU_DEVICES_FLAG)]
-    os.environ["XLA_FLAGS"] = " ".join([*flags, f"{CPU_DEVICES_FLAG}={n}"])
+    os.environ["XLA_FLAGS"] = xla_flags_with_cpu_devices(n)
     return True
+
+
+def xla_flags_with_cpu_devices(n: int) -> str:
+    """XLA_FLAGS asking for `n` simulated CPU devices, the environment's other XLA flags kept."""
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(CPU_DEVICES_FLAG)]
+    return " ".join([*flags, f"{CPU_DEVICES_FLAG}={n}"])
 
 
 def _fsdp_spec(shape, n: int, min_size: int):
