@@ -207,10 +207,11 @@ AUTH_MODE_ENV = "RAY_AUTH_MODE"
 
 
 def _use_token_if_present() -> None:
-    """Ray's clusters ask for a token by default since `ray start` enabled token authentication, but
-    `ray.init(address=...)` sends one only when RAY_AUTH_MODE=token: where the user has not chosen a
-    mode and has a token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, where `ray start`
-    writes it), send it, as Ray's own CLI does. Without this, joining fails with "Failed to connect"."""
+    """Since Ray 2.5x, `ray start` turns token authentication on where a token exists (a new local
+    `ray.init()` writes one to ~/.ray/auth_token), but `ray.init(address=...)` sends it only when
+    RAY_AUTH_MODE=token: where the user has not chosen a mode and has a token (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token), send it, as Ray's own CLI does. Without this, joining
+    fails with "Failed to connect"."""
     if AUTH_MODE_ENV in os.environ:
         return
     path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.join(os.path.expanduser("~"), ".ray", "auth_token")

@@ -14,9 +14,10 @@ os.environ["ADVISOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="advisor-cache-")
 # XLA's CPU backend compiles the tests' programs with LLVM at -O0: compiling is about half of the
 # suite's time, and -O0 halves it (the tiny Transformer's step: 8.6 -> 4.2 s here). The optimized
 # HLO, buffer assignment and memory analysis are XLA's, not LLVM's, and stay byte for byte the same
-# (checked on the tiny Transformer's step); only the ops' own speed changes, and no test judges an
-# absolute op time. Every process a test starts inherits it (TEST_XLA_FLAGS for tests that set
-# XLA_FLAGS themselves). Set ADVISOR_TEST_XLA_OPT=1 to test with XLA's default optimization.
+# (checked on the tiny Transformer's step); only the ops' own speed changes. The few recordings
+# whose findings are judged on measured op or step times set XLA_FLAGS="" (XLA's default codegen).
+# Every process a test starts inherits it (TEST_XLA_FLAGS for tests that set XLA_FLAGS
+# themselves). Set ADVISOR_TEST_XLA_OPT=1 to test with XLA's default optimization.
 TEST_XLA_FLAGS = ("" if os.environ.get("ADVISOR_TEST_XLA_OPT") == "1"
                   else "--xla_backend_optimization_level=0")
 if TEST_XLA_FLAGS and TEST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):
