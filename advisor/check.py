@@ -57,6 +57,8 @@ def _evidence_json(e: Optional["StepTimeEvidence"]) -> Optional[dict]:
     if e.paired is not None:
         out.update(rounds_ms={"base": e.paired.base, "new": e.paired.new},
                    ratios=[round(r, 4) for r in e.paired.ratios()])
+    if e.programs:
+        out["programs"] = e.programs
     if e.remeasured_ms:
         out["remeasured_median_ms"] = e.remeasured_ms
     return out
@@ -114,6 +116,7 @@ class StepTimeEvidence:
     base_label: str = ""                         # what the base side was ("baseline config", "--base-python X")
     remeasured_ms: list[float] = dataclasses.field(default_factory=list)  # more medians of the candidate
     load: Optional[float] = None                 # 1-minute load average per core while the check ran
+    programs: Optional[dict] = None              # per side, each timing worker's programs compiled / loaded
 
 
 def run_check(analysis: Analysis, baseline: Optional[Metrics], fail_on: str,

@@ -444,7 +444,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     from . import cleanup
     from .check import StepTimeEvidence, parse_percent, read_baseline_doc, run_check, save_baseline
     from .engine import analyze_path
-    from .timing import confirm, measure, remeasure, start_sides
+    from .timing import confirm, measure, programs_by_side, remeasure, start_sides
 
     if bool(path) == bool(workload):
         raise AdvisorError("give either a trace PATH or --workload NAME to check")
@@ -510,6 +510,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                 first = measure(*workers, step_budget, rounds, round_steps, progress)
                 evidence.paired, again = confirm(first, start_pair, step_budget, rounds, round_steps, progress)
                 workers += again
+                evidence.programs = programs_by_side(workers)
             result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
                                evidence, strict_time, mfu_floor)
             time_check = next((c for c in result.checks if c.name == "budget:step-time"), None)

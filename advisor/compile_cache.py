@@ -9,11 +9,18 @@ unless that variable is set. JAX evicts the least recently used entries beyond `
 A program loaded from the cache is registered with the profiler under a new id, so its HLO sits
 in the trace beside the id its ops carry; the loader pairs them (`load.loader`), and the run's
 metadata records the hits, so a loaded program is never read as a fresh compile.
+
+The timing workers of `check --workload` compile with their own XLA flags (one compute thread),
+which are part of JAX's cache key: they never load a traced run's programs. They keep theirs in a
+folder of their own (`timing/`), which no traced run reads, so an entry without a heap simulation
+is never loaded where one is needed; two workers of one configuration take turns (`one_compile`):
+the second loads what the first compiled.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from pathlib import Path
 from typing import Iterator, Optional
@@ -43,8 +50,36 @@ def directory() -> Optional[Path]:
     return None if value in ("", "off") else Path(value)
 
 
+def timing_dir() -> Optional[Path]:
+    """The timing workers' folder inside the cache in use; None when the cache is off."""
+    path = directory()
+    return None if path is None else path / "timing"
+
+
 @contextlib.contextmanager
-def active(write: bool = True) -> Iterator[Optional[Path]]:
+def one_compile(folder: Optional[Path], key: str) -> Iterator[None]:
+    """Held while a process compiles (or loads) the programs named by `key` into `folder`: a second
+    process asking for the same key waits, then loads the first one's programs instead of compiling
+    them again. A lock file per key (POSIX `flock`; elsewhere, and with the cache off, no wait)."""
+    try:
+        import fcntl
+    except ImportError:
+        fcntl = None
+    if folder is None or fcntl is None:
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(key.encode()).hexdigest()[:32]
+    with open(folder / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def active(write: bool = True, folder: Optional[Path] = None) -> Iterator[Optional[Path]]:
     """JAX's compilation cache pointed at the chosen folder while the workload compiles and runs, and
     JAX's settings put back after (a process that goes on compiling other programs, a test session,
     keeps its own). Every program is cached, however quick its compile (JAX's default skips those
@@ -52,8 +87,13 @@ def active(write: bool = True) -> Iterator[Optional[Path]]:
 
     write=False reads the cache only: for compiles outside a trace (the pre-flight estimates, the
     timing workers), whose programs' heap simulation no trace keeps (advisor/heap_traces.py); an
-    entry they wrote would later load without it, and its peak memory could not be read."""
+    entry they wrote would later load without it, and its peak memory could not be read.
+
+    folder: another folder inside the cache in use (the timing workers' own); ignored when the cache
+    is off."""
     path = directory()
+    if path is not None and folder is not None:
+        path = folder
     if path is None:
         yield None
         return

@@ -159,6 +159,16 @@ class Side:
             w.close()
 
 
+def programs_by_side(sides: list[Side]) -> dict[str, list[dict]]:
+    """{"base": [...], "new": [...]}: each ready worker's programs compiled and loaded from the cache
+    (the sides in the order start_sides gives them, pair after pair)."""
+    out: dict[str, list[dict]] = {"base": [], "new": []}
+    for i, side in enumerate(sides):
+        out["base" if i % 2 == 0 else "new"] += [w.ready["programs"] for w in side.workers
+                                                  if w.ready and isinstance(w.ready.get("programs"), dict)]
+    return out
+
+
 def start_sides(base_spec: dict, new_spec: dict, base_python: Optional[str] = None,
                 count: int = WORKERS_PER_SIDE) -> list[Side]:
     """[base side, candidate side], each `count` worker processes, started at once (they compile
@@ -244,7 +254,11 @@ def _serve(spec: dict) -> None:
     from advisor import compile_cache
 
     config = workloads.resolve(spec["workload"], spec.get("preset", "tiny"), spec.get("overrides", []))
-    with compile_cache.active(write=False):     # loads what a traced run compiled; writes nothing
+    # The one-thread flags are in JAX's cache key, so a traced run's programs never load here: the
+    # workers keep their own in the cache's timing folder, and a side's second worker loads the first's.
+    folder = compile_cache.timing_dir()
+    key = json.dumps([spec, os.environ.get("XLA_FLAGS", "")], sort_keys=True)
+    with compile_cache.one_compile(folder, key), compile_cache.active(folder=folder):
         built, compiled, minibatch = compile_abstract(spec["workload"], config)
     state0 = built.init_state()
     metrics0 = zero_metrics(built.loss_fn, state0, minibatch)
@@ -257,7 +271,9 @@ def _serve(spec: dict) -> None:
 
     for _ in range(WARMUP_STEPS):
         jax.block_until_ready(compiled(*fresh(), built.batch))
-    print(json.dumps({"ready": True, "backend": jax.devices()[0].platform}), flush=True)
+    cache = compile_cache.counts()
+    print(json.dumps({"ready": True, "backend": jax.devices()[0].platform,
+                      "programs": {"compiled": cache["misses"], "loaded": cache["hits"]}}), flush=True)
     for line in sys.stdin:
         steps = int(json.loads(line)["steps"])
         ms = []

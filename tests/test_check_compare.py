@@ -129,6 +129,10 @@ def test_check_runs_a_workload_interleaved_and_catches_remat_switched_off(tmp_pa
     assert all(len(r) == 1 for r in step_time["rounds_ms"]["base"] + step_time["rounds_ms"]["new"])
     # both sides were measured in this job: the base side is the baseline's configuration
     assert all(ms > 0 for r in step_time["rounds_ms"]["base"] for ms in r)
+    # each side's two workers compiled its programs once: the second loaded every one from the first
+    for side in ("base", "new"):
+        second, first = sorted((p["compiled"], p["loaded"]) for p in step_time["programs"][side])
+        assert second == (0, sum(first)) and sum(first) > 0, step_time["programs"]
 
 
 def _doctored_baseline(baseline, tmp_path, times):
