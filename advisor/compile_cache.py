@@ -10,11 +10,14 @@ A program loaded from the cache is registered with the profiler under a new id, 
 in the trace beside the id its ops carry; the loader pairs them (`load.loader`), and the run's
 metadata records the hits, so a loaded program is never read as a fresh compile.
 
-The timing workers of `check --workload` compile with their own XLA flags (one compute thread),
-which are part of JAX's cache key: they never load a traced run's programs. They keep theirs in a
-folder of their own (`timing/`), which no traced run reads, so an entry without a heap simulation
-is never loaded where one is needed; two workers of one configuration take turns (`one_compile`):
-the second loads what the first compiled.
+Programs compiled outside a trace (the pre-flight and compile-check estimates of configurations
+not run, the timing workers of `check --workload`) are kept in a folder of their own, `untraced/`,
+which no traced run reads: a trace needs the heap simulation that only a compile under the profiler
+leaves (advisor/heap_traces.py), and an entry written without it would later load without it. An
+estimate needs only the compiled program's memory analysis, which a loaded program gives the same.
+The timing workers compile with their own XLA flags (one compute thread), which are part of JAX's
+cache key; two workers of one configuration take turns (`one_compile`): the second loads what the
+first compiled.
 """
 
 from __future__ import annotations
@@ -50,10 +53,11 @@ def directory() -> Optional[Path]:
     return None if value in ("", "off") else Path(value)
 
 
-def timing_dir() -> Optional[Path]:
-    """The timing workers' folder inside the cache in use; None when the cache is off."""
+def untraced_dir() -> Optional[Path]:
+    """The folder, inside the cache in use, of the programs compiled outside a trace; None when the
+    cache is off."""
     path = directory()
-    return None if path is None else path / "timing"
+    return None if path is None else path / "untraced"
 
 
 @contextlib.contextmanager
@@ -85,12 +89,10 @@ def active(write: bool = True, folder: Optional[Path] = None) -> Iterator[Option
     keeps its own). Every program is cached, however quick its compile (JAX's default skips those
     under 1 s). Yields the folder, or None when the cache is off.
 
-    write=False reads the cache only: for compiles outside a trace (the pre-flight estimates, the
-    timing workers), whose programs' heap simulation no trace keeps (advisor/heap_traces.py); an
-    entry they wrote would later load without it, and its peak memory could not be read.
+    write=False reads the cache only.
 
-    folder: another folder inside the cache in use (the timing workers' own); ignored when the cache
-    is off."""
+    folder: another folder inside the cache in use (`untraced_dir()`, for compiles outside a trace);
+    ignored when the cache is off."""
     path = directory()
     if path is not None and folder is not None:
         path = folder

@@ -119,7 +119,8 @@ def estimate_bytes(name: str, config: dict) -> Optional[int]:
     """Memory the step of `config` would need, from compiling it (not running it)."""
     from advisor import compile_cache
 
-    with compile_cache.active(write=False):
+    # kept apart from traced runs' programs (compile_cache's docstring): loaded here next time
+    with compile_cache.active(folder=compile_cache.untraced_dir()):
         _, compiled, _ = compile_abstract(name, config)
     return required_bytes(_memory_analysis(compiled))
 

@@ -255,8 +255,8 @@ def _serve(spec: dict) -> None:
 
     config = workloads.resolve(spec["workload"], spec.get("preset", "tiny"), spec.get("overrides", []))
     # The one-thread flags are in JAX's cache key, so a traced run's programs never load here: the
-    # workers keep their own in the cache's timing folder, and a side's second worker loads the first's.
-    folder = compile_cache.timing_dir()
+    # workers keep theirs with the other untraced compiles, and a side's second worker loads the first's.
+    folder = compile_cache.untraced_dir()
     key = json.dumps([spec, os.environ.get("XLA_FLAGS", "")], sort_keys=True)
     with compile_cache.one_compile(folder, key), compile_cache.active(folder=folder):
         built, compiled, minibatch = compile_abstract(spec["workload"], config)

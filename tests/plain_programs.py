@@ -153,14 +153,45 @@ def record_unannotated(logdir: Path, steps=3) -> Path:
     return logdir
 
 
-if __name__ == "__main__":
-    import sys
-    kind, out = sys.argv[1], Path(sys.argv[2])
+def record(kind: str, out: Path, *flags: str) -> None:
     if kind == "tower":
-        record_tower(out, remat="remat" in sys.argv, scan="unrolled" not in sys.argv)
+        record_tower(out, remat="remat" in flags, scan="unrolled" not in flags)
     elif kind == "wide":
-        record_wide_no_donation(out, donate="donate" in sys.argv)
+        record_wide_no_donation(out, donate="donate" in flags)
     elif kind == "unannotated":
         record_unannotated(out)
     else:
         record_antipattern(out, kind)
+
+
+def record_each(jobs: list[dict]) -> int:
+    """Each job ({"args": [kind, out, *flags], "xla_flags": ...}) in a process of its own, forked from
+    this one once jax and flax are imported (before any backend starts: each child starts its own, with
+    its own XLA_FLAGS), one after the other. Returns how many failed."""
+    import os
+    import traceback
+
+    failed = 0
+    for job in jobs:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.environ["XLA_FLAGS"] = job["xla_flags"]
+                kind, out, *flags = job["args"]
+                record(kind, Path(out), *flags)
+                code = 0
+            except BaseException:  # noqa: BLE001 - said on stderr, the parent counts it
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        failed += os.waitpid(pid, 0)[1] != 0
+    return failed
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    if sys.argv[1] == "--each":       # a JSON list of jobs (record_each)
+        sys.exit(1 if record_each(json.loads(sys.argv[2])) else 0)
+    record(sys.argv[1], Path(sys.argv[2]), *sys.argv[3:])

@@ -37,6 +37,30 @@ def test_a_second_run_loads_its_programs_and_reports_the_same(tmp_path, monkeypa
     assert any("persistent compilation cache" in n for n in second["notes"])
 
 
+def test_estimates_are_kept_apart_from_traced_runs(tmp_path, monkeypatch):
+    """A pre-flight / compile-check estimate loads its program the second time, with the same memory
+    analysis, and a traced run of the same configuration afterwards never loads it: it compiles
+    under the profiler, and its trace keeps the heap simulation (peak memory, no warning)."""
+    from advisor import workloads
+    from advisor.runner import estimate_bytes
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv(compile_cache.ENV, str(tmp_path / "cache" / "advisor" / "jax"))
+    config = workloads.resolve("mlp", "tiny", ["train.steps=2"])
+    counts = compile_cache.counts()
+    first = estimate_bytes("mlp", config)
+    after_first = compile_cache.counts()
+    second = estimate_bytes("mlp", config)
+    after_second = compile_cache.counts()
+    assert first == second and first > 0
+    assert after_first["misses"] > counts["misses"] and after_second["misses"] == after_first["misses"]
+    assert after_second["hits"] > after_first["hits"]
+    assert list((tmp_path / "cache" / "advisor" / "jax" / "untraced").glob("*-cache"))
+    run = _run(tmp_path, "traced")
+    assert run["summary"]["run"]["compile_cache"]["hits"] == 0 and run["warnings"] == []
+    assert run["summary"]["peak_memory_bytes"] > 0
+
+
 def test_no_cache_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv(compile_cache.ENV, "")

@@ -1,5 +1,6 @@
 """The rules on traces of plain Flax / JAX programs recorded here, not by our workloads."""
 
+import json
 import os
 import subprocess
 import sys
@@ -18,28 +19,26 @@ PROGRAMS = Path(__file__).with_name("plain_programs.py")
 TIMED = {"recompile", "print", "h2d", "clean", "unannotated"}
 
 
-def record(tmp_path_factory, kind, *flags):
-    out = tmp_path_factory.mktemp("plain") / "logs"
-    env = {**os.environ, "XLA_FLAGS": ""} if kind in TIMED else None
-    subprocess.run([sys.executable, str(PROGRAMS), kind, str(out), *flags],
-                   check=True, capture_output=True, timeout=300, env=env)
-    return out
+PLAIN = {
+    "scan": ("tower",), "scan_remat": ("tower", "remat"), "unrolled": ("tower", "unrolled"),
+    "wide": ("wide",), "wide_donated": ("wide", "donate"), "recompile": ("recompile",), "print": ("print",),
+    "h2d": ("h2d",), "clean": ("clean",), "unannotated": ("unannotated",),
+}
 
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory):
-    return {
-        "scan": record(tmp_path_factory, "tower"),
-        "scan_remat": record(tmp_path_factory, "tower", "remat"),
-        "unrolled": record(tmp_path_factory, "tower", "unrolled"),
-        "wide": record(tmp_path_factory, "wide"),
-        "wide_donated": record(tmp_path_factory, "wide", "donate"),
-        "recompile": record(tmp_path_factory, "recompile"),
-        "print": record(tmp_path_factory, "print"),
-        "h2d": record(tmp_path_factory, "h2d"),
-        "clean": record(tmp_path_factory, "clean"),
-        "unannotated": record(tmp_path_factory, "unannotated"),
-    }
+    """Every program recorded in a process of its own, forked from one child that imported jax and
+    flax once (plain_programs.record_each)."""
+    folder = tmp_path_factory.mktemp("plain")
+    out = {name: folder / name / "logs" for name in PLAIN}
+    jobs = [{"args": [kind, str(out[name]), *flags],
+             "xla_flags": "" if kind in TIMED else os.environ.get("XLA_FLAGS", "")}
+            for name, (kind, *flags) in PLAIN.items()]
+    proc = subprocess.run([sys.executable, str(PROGRAMS), "--each", json.dumps(jobs)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
 
 
 def test_scan_without_remat_gets_both_scan_and_remat_findings(traces):

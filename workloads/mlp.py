@@ -62,10 +62,15 @@ def build(config: dict) -> Built:
                   labels=jax.random.randint(label_rng, (d["batch_size"],), 0, d["num_classes"]))
     optimizer = optax.adam(o["learning_rate"])
 
-    def init_state():
-        model_rng, state_rng = jax.random.split(jax.random.PRNGKey(t["seed"]))
+    def make_state(rng):
+        model_rng, state_rng = jax.random.split(rng)
         params = model.init(model_rng, batch.inputs, train=False)["params"]
         return TrainState.create(apply_fn=model.apply, params=params, tx=optimizer, rng=state_rng)
+
+    def init_state():
+        # one program: run op by op, the model's and the optimizer's state would compile one per shape
+        # (its step counter stays the Python int 0 of TrainState.create, as the step program expects)
+        return jax.jit(make_state)(jax.random.PRNGKey(t["seed"])).replace(step=0)
 
     def num_params():
         shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), batch.inputs, train=False)["params"])

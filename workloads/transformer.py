@@ -155,10 +155,14 @@ def build(config: dict) -> Built:
             params[f"block_{i}"] = jax.tree_util.tree_map(lambda x, i=i: x[i], stacked)
         return params
 
+    def make_state(rng):
+        model_rng, state_rng = jax.random.split(rng)
+        return TrainState.create(apply_fn=model.apply, params=init_params(model_rng), tx=optimizer, rng=state_rng)
+
     def init_state():
-        model_rng, state_rng = jax.random.split(jax.random.PRNGKey(t["seed"]))
-        params = jax.jit(init_params)(model_rng)
-        return TrainState.create(apply_fn=model.apply, params=params, tx=optimizer, rng=state_rng)
+        # one program: run op by op, the optimizer's state would compile a small program per shape
+        # (its step counter stays the Python int 0 of TrainState.create, as the step program expects)
+        return jax.jit(make_state)(jax.random.PRNGKey(t["seed"])).replace(step=0)
 
     def eval_loss(params) -> float:
         logits = jax.jit(lambda p, x: model.apply({"params": p}, x, train=False))(params, batch.inputs)
