@@ -3,7 +3,7 @@ compiled before they are printed, and a change the compiler refutes is not print
 
 import json
 
-from conftest import FIXTURES, TEST_XLA_FLAGS, advisor, analyze_json
+from conftest import FIXTURES, TEST_XLA_FLAGS, advisor, analyze_json, cli
 from test_json_schema import validate
 
 
@@ -26,7 +26,7 @@ def test_fsdp_is_refuted_by_its_compiled_peak(tmp_path):
     assert "compiled with --set model.scan_layers=false: peak" in unroll["check"]
     # the text report says the same
     run_dir = next(tmp_path.rglob("advisor_run.json")).parent
-    text = advisor("analyze", run_dir).stdout
+    text = cli("analyze", run_dir).stdout
     assert "checked:  estimated" in text     # analyze alone does not compile: it says so
 
 
