@@ -28,6 +28,22 @@ FIXTURES = ROOT / "fixtures"
 GPU_TRACES = FIXTURES / "gpu-traces"      # real GPU profiles copied from others (see its README)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow: the end-to-end runs of many processes or devices "
+                          "(CI runs them: .ci/run)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without --slow, the tests marked slow are deselected (and counted as such)."""
+    if config.getoption("--slow"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
+
+
 def pytest_configure(config):
     """The compilation cache of the workloads the tests run (advisor.compile_cache) in a folder of
     this test session, removed at its end: never the user's ~/.cache. The xdist workers (and every

@@ -105,6 +105,7 @@ def test_check_could_not_run(tmp_path, baseline):
     assert "measured on gpu" in proc.stderr
 
 
+@pytest.mark.slow
 def test_check_runs_a_workload_interleaved_and_catches_remat_switched_off(tmp_path):
     """End to end, with the fewest runs that show it (the verdicts on paired ratios, passing and
     failing, are the unit tests below; how often the default budget misjudges on this machine is

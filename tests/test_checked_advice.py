@@ -3,10 +3,13 @@ compiled before they are printed, and a change the compiler refutes is not print
 
 import json
 
+import pytest
+
 from conftest import FIXTURES, TEST_XLA_FLAGS, advisor, analyze_json, cli
 from test_json_schema import validate
 
 
+@pytest.mark.slow
 def test_fsdp_is_refuted_by_its_compiled_peak(tmp_path):
     """The bundled Transformer at parallel.data=8: FSDP's gathered parameters and their temporaries
     make the compiled step larger (27.8 -> 44.2 MiB per device on CPU), so it is not advised; the

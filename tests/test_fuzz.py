@@ -29,6 +29,7 @@ def fuzzer():
     f.close()
 
 
+@pytest.mark.slow
 def test_mutants_are_rejected_or_the_same_or_warned(fuzzer):
     outcomes = collections.Counter()
     wrong = []

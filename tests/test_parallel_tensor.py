@@ -52,6 +52,7 @@ def state_on_paper(tensor: int, pipe: int = 1) -> int:
     return int(sum(sizes)) * 3 * 4
 
 
+@pytest.mark.slow
 def test_async_and_3d_compute_the_same_model_as_sync(runs):
     result, _ = runs
     sync = result["losses"]["sync"]
@@ -63,6 +64,7 @@ def test_async_and_3d_compute_the_same_model_as_sync(runs):
     assert result["permutes"]["3d_async"] > result["permutes"]["3d"] > 0
 
 
+@pytest.mark.slow
 def test_async_rings_are_tensor_parallel_and_their_overlap_is_not_invented_on_cpu(runs):
     _, views = runs
     analysis = views["async"]
@@ -78,6 +80,7 @@ def test_async_rings_are_tensor_parallel_and_their_overlap_is_not_invented_on_cp
     assert v.state.split_over == ["tensor"] and v.state.replicated_over == ["data"]
 
 
+@pytest.mark.slow
 def test_spmd_tensor_parallel_state_is_split_over_tensor_and_copied_over_data(runs):
     """XLA's SPMD partitioner all-reduces the gradients of split and whole leaves together over every
     device; the state's own shardings say which devices hold each leaf's copy."""
@@ -92,6 +95,7 @@ def test_spmd_tensor_parallel_state_is_split_over_tensor_and_copied_over_data(ru
     assert state.bytes_per_device == pytest.approx(state_on_paper(tensor=2, pipe=2), rel=0.01)
 
 
+@pytest.mark.slow
 def test_3d_mesh_roles_and_bubble(runs):
     _, views = runs
     analysis = views["3d_async"]
@@ -121,6 +125,7 @@ def test_tensor_mode_is_checked():
     assert parallel.devices_needed(both) == 4
 
 
+@pytest.mark.slow
 def test_rings_in_a_layer_scan_are_no_pipeline_whatever_the_axes_are_called(runs):
     """Without the recorded names (a user's own mesh, named anyhow), a loop holding several rings over
     one axis is a layer scan of tensor-parallel blocks; the pipeline's loop passes one ring per iteration."""

@@ -18,6 +18,7 @@ def test_parallel_data_must_divide_the_minibatch():
     assert workloads.resolve("transformer", "tiny", ["parallel.data=8"])["parallel"]["data"] == 8
 
 
+@pytest.mark.slow
 def test_loss_on_eight_devices_equals_one_device():
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 {TEST_XLA_FLAGS}"}
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "parallel_workload_loss.py"), "mlp", "8"],
@@ -43,6 +44,7 @@ def test_run_workload_creates_the_devices_and_advises_fsdp(tmp_path):
     assert f["evidence"]["devices"] == 8
 
 
+@pytest.mark.slow
 def test_run_workload_on_two_hosts_writes_one_run(tmp_path):
     proc = cli("run-workload", "mlp", "--preset", "tiny", "--hosts", "2", "--set", "parallel.data=4",
                "--steps", "2", "--logdir", tmp_path, "--format", "json")
@@ -68,6 +70,7 @@ def test_pipeline_settings_are_checked():
                                                   "parallel.pipeline.microbatches=4"])
 
 
+@pytest.mark.slow
 def test_run_workload_pipeline_reports_the_bubble_and_verifies_more_microbatches(tmp_path):
     """The issue's done-when: stages=4, microbatches=2 reports the bubble, recommends more
     microbatches, and --verify re-runs with them and measures the change."""
@@ -97,6 +100,7 @@ def test_tensor_settings_are_checked():
         workloads.resolve("transformer", "tiny", ["parallel.tensor=3"])
 
 
+@pytest.mark.slow
 def test_run_workload_tensor_parallel_names_the_axes_and_roles(tmp_path):
     env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": TEST_XLA_FLAGS}
     proc = advisor("run-workload", "transformer", "--preset", "tiny", "--set", "parallel.data=2",
