@@ -75,6 +75,9 @@ def main() -> int:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
         return 1
     print(f"{' '.join(cmd[2:])}: {wall:.0f} s wall, exit {proc.returncode}; {tail[0] if tail else ''}")
+    for line in proc.stdout.splitlines():
+        if line.startswith(("FAILED", "ERROR")):
+            print(line)
     modules: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
     tests = []
     start = min(s[1] for d in docs.values() for s in d["spans"])
