@@ -11,7 +11,7 @@ import numpy as np
 import optax
 
 from .mlp_spec import DTYPES, PRESETS, SCHEMA, remedy_config, validate  # noqa: F401
-from .train import Batch, Built, TrainState, make_train_step
+from .train import Batch, Built, initial_state, make_train_step
 
 class Layer(nn.Module):
     hidden_size: int
@@ -62,15 +62,9 @@ def build(config: dict) -> Built:
                   labels=jax.random.randint(label_rng, (d["batch_size"],), 0, d["num_classes"]))
     optimizer = optax.adam(o["learning_rate"])
 
-    def make_state(rng):
-        model_rng, state_rng = jax.random.split(rng)
-        params = model.init(model_rng, batch.inputs, train=False)["params"]
-        return TrainState.create(apply_fn=model.apply, params=params, tx=optimizer, rng=state_rng)
-
     def init_state():
-        # one program: run op by op, the model's and the optimizer's state would compile one per shape
-        # (its step counter stays the Python int 0 of TrainState.create, as the step program expects)
-        return jax.jit(make_state)(jax.random.PRNGKey(t["seed"])).replace(step=0)
+        return initial_state(lambda rng: model.init(rng, batch.inputs, train=False)["params"], model.apply,
+                             optimizer, t["seed"])
 
     def num_params():
         shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), batch.inputs, train=False)["params"])

@@ -67,6 +67,16 @@ def make_train_step(loss_fn: Callable, num_minibatches: int, use_scan: bool):
     return train_step
 
 
+def initial_state(init_params: Callable, apply_fn: Callable, optimizer, seed: int) -> TrainState:
+    """The train state from `init_params(rng)` built by one compiled program: run op by op, the model's
+    and the optimizer's state would compile a small program per shape. Its step counter stays the
+    Python int 0 of TrainState.create, as the step program expects."""
+    def make(rng):
+        model_rng, state_rng = jax.random.split(rng)
+        return TrainState.create(apply_fn=apply_fn, params=init_params(model_rng), tx=optimizer, rng=state_rng)
+    return jax.jit(make)(jax.random.PRNGKey(seed)).replace(step=0)
+
+
 def zero_metrics(loss_fn: Callable, state: TrainState, batch: Batch):
     """Zeros shaped like the metrics `loss_fn` returns, found by shape evaluation."""
     shapes = jax.eval_shape(lambda s, b: loss_fn(s.params, s.apply_fn, b, s.rng)[1], state, batch)

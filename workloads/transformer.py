@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .train import Batch, Built, TrainState, learning_rate_schedule, make_train_step, zero_metrics
+from .train import Batch, Built, initial_state, learning_rate_schedule, make_train_step, zero_metrics
 from .transformer_spec import DTYPES, PRESETS, REMAT_CHOICES, SCHEMA, remedy_config, validate  # noqa: F401
 
 
@@ -155,14 +155,8 @@ def build(config: dict) -> Built:
             params[f"block_{i}"] = jax.tree_util.tree_map(lambda x, i=i: x[i], stacked)
         return params
 
-    def make_state(rng):
-        model_rng, state_rng = jax.random.split(rng)
-        return TrainState.create(apply_fn=model.apply, params=init_params(model_rng), tx=optimizer, rng=state_rng)
-
     def init_state():
-        # one program: run op by op, the optimizer's state would compile a small program per shape
-        # (its step counter stays the Python int 0 of TrainState.create, as the step program expects)
-        return jax.jit(make_state)(jax.random.PRNGKey(t["seed"])).replace(step=0)
+        return initial_state(init_params, model.apply, optimizer, t["seed"])
 
     def eval_loss(params) -> float:
         logits = jax.jit(lambda p, x: model.apply({"params": p}, x, train=False))(params, batch.inputs)
