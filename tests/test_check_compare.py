@@ -112,13 +112,13 @@ def test_check_runs_a_workload_interleaved_and_catches_remat_switched_off(tmp_pa
     benchmarks/check_false_alarms.py's question)."""
     base = tmp_path / "baseline.json"
     assert cli("check", "--workload", "transformer", "--steps", "2", "--set", "model.remat=MLP,Attn",
-                   "--write-baseline", base).returncode == 0
+               "--write-baseline", base).returncode == 0
     assert json.loads(base.read_text())["workload"] == {"name": "transformer", "preset": "tiny",
                                                          "overrides": ["model.remat=MLP,Attn", "train.steps=2"]}
     # a wide step-time budget: three rounds decide it (a budget inside the runs' noise would ask for
     # more rounds and fresh workers, a minute more; the paired verdicts are the unit tests below)
     proc = cli("check", "--workload", "transformer", "--steps", "2", "--set", "model.remat=", "--baseline", base,
-                   "--rounds", "3", "--round-steps", "1", "--max-step-time-regression", "500%", "--format", "json")
+               "--rounds", "3", "--round-steps", "1", "--max-step-time-regression", "500%", "--format", "json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["command"] == "check" and doc["schema_version"] >= 2

@@ -54,7 +54,7 @@ def readable(tmp_path_factory):
     return copy
 
 
-# {run: what xprof's converters gave on it (program names, metadata plane, result)}, kept by the
+# {run: what xprof's converters gave on it (program names, HLO reader, result)}, kept by the
 # whole read for the read in small pieces: the converters read the HLO, not the timeline the
 # small pieces are about, and a run's result is the same both times.
 _XPROF: dict = {}
@@ -69,7 +69,7 @@ def test_same_profile_model_as_the_snapshot(run, readable, monkeypatch):
         finish = pending.finish
 
         def kept(module_key):
-            _XPROF[run] = (pending.names, pending._sliced, finish(module_key))
+            _XPROF[run] = (pending.names, pending.protos, finish(module_key))
             return _XPROF[run][2]
         pending.finish = kept
         return pending
@@ -82,12 +82,8 @@ def test_same_profile_model_as_the_snapshot(run, readable, monkeypatch):
 class _Replay:
     """What PendingXprof gives load_first_host, from a run's earlier read."""
 
-    def __init__(self, names, sliced, result):
-        self.names, self._sliced, self.result = names, sliced, result
-
-    def protos(self, keys):
-        from advisor.load.xspace_slice import program_protos
-        return program_protos(self._sliced, keys) if self._sliced else {}
+    def __init__(self, names, protos, result):
+        self.names, self.protos, self.result = names, protos, result     # protos: the read's own (in memory)
 
     def finish(self, module_key):
         return self.result
