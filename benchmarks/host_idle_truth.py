@@ -33,15 +33,8 @@ def program():
 
 def untraced(m, repeat: int) -> dict:
     import jax
-    import numpy as np
 
-    rng = np.random.default_rng(0)
-    images = rng.random((256, 32, 32, 3), dtype=np.float32)
-    labels = rng.integers(0, 10, 256)
-    keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    params = {"w1": jax.random.normal(keys[0], (28 * 28 * 3, 512)) * 0.02,
-              "w2": jax.random.normal(keys[1], (512, 10)) * 0.05}
-    opt = m.tx.init(params)
+    rng, images, labels, params, opt = m.setup()
     step = jax.jit(m.train_step, donate_argnums=(0, 1))
     batch = jax.device_put(m.augment(images, rng))
     params, opt, loss = step(params, opt, batch, labels)

@@ -38,14 +38,20 @@ def augment(images, rng, passes=4):
     return ((crops - mean) / (std + 1e-6)).astype(np.float32).reshape(n, -1)
 
 
-def main(logdir):
+def setup():
+    """The data set, the parameters and the optimizer's state (benchmarks/host_idle_truth.py times the
+    same loop without the profiler)."""
     rng = np.random.default_rng(0)
     images = rng.random((256, 32, 32, 3), dtype=np.float32)
     labels = rng.integers(0, 10, 256)
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
     params = {"w1": jax.random.normal(keys[0], (28 * 28 * 3, 512)) * 0.02,
               "w2": jax.random.normal(keys[1], (512, 10)) * 0.05}
-    opt_state = tx.init(params)
+    return rng, images, labels, params, tx.init(params)
+
+
+def main(logdir):
+    rng, images, labels, params, opt_state = setup()
     step = jax.jit(train_step, donate_argnums=(0, 1))
     params, opt_state, loss = step(params, opt_state, augment(images, rng), labels)
     loss.block_until_ready()
