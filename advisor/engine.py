@@ -120,8 +120,11 @@ def run_job(unit, job: Job) -> list[Result]:
 
 def _one(run: RunFiles, job: Job) -> Union[Analysis, RunFailure]:
     from .load.loader import load_run
+    from .trace_head import check_trace_head
 
     try:
+        for path in run.host_files:      # what cannot be a trace is refused before any reader starts on it
+            check_trace_head(path)
         return job.analyze(load_run(run, job.steps))
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err))
@@ -237,14 +240,19 @@ def _pool_results(units, job: Job, workers: int, progress) -> Iterator[tuple[int
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
+    from .child_python import safe_path
+    from .cleanup import install_signal_handlers
+
     progress(f"analyzing {len(units)} runs in {workers} processes")
     died = []
-    from .cleanup import install_signal_handlers
-    # a worker stopped by SIGTERM removes its temporary folders as it exits
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=install_signal_handlers)
+    # The workers (and multiprocessing's resource tracker) start as `python -c` in this folder: under
+    # safe_path it stays off their sys.path. A worker stopped by SIGTERM removes its temporary folders.
+    with safe_path():
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=install_signal_handlers)
     try:
-        futures = {pool.submit(run_job, unit, job): i for i, unit in enumerate(units)}
+        with safe_path():
+            futures = {pool.submit(run_job, unit, job): i for i, unit in enumerate(units)}
         for done, future in enumerate(as_completed(futures), 1):
             i = futures[future]
             try:
@@ -258,9 +266,13 @@ def _pool_results(units, job: Job, workers: int, progress) -> Iterator[tuple[int
         pool.shutdown(wait=True, cancel_futures=True)
     # A dead worker breaks the whole pool: each run it left undone gets a process of its own.
     for i in sorted(died):
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as alone:
+        with safe_path():
+            alone = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        with alone:
             try:
-                out = alone.submit(run_job, units[i], job).result()
+                with safe_path():
+                    pending = alone.submit(run_job, units[i], job)
+                out = pending.result()
             except BrokenProcessPool:
                 out = [RunFailure(_label(units[i]), f"{_label(units[i])}: {_DIED}")]
         yield i, out

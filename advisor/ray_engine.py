@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Iterator, Optional, Union
 
 from .engine import Job, Result, RunFailure, _label, run_job
@@ -77,7 +78,7 @@ def ray_results(units, job: Job, workers: int, address: Optional[str],
     timeout = _timeout_s()
     started = _start(ray, workers, address, progress)
     try:
-        tasks = _Tasks(ray)
+        tasks = _Tasks(ray, os.getcwd())
         refs = {tasks.submit(unit, job): i for i, unit in enumerate(units)}
         progress(f"analyzing {len(units)} runs in {tasks.count} Ray tasks (one per host file, and one "
                  "per run of several hosts to merge them)")
@@ -112,14 +113,26 @@ def ray_results(units, job: Job, workers: int, address: Optional[str],
 
 def _lost(unit, err: Exception) -> list[Result]:
     return [RunFailure(_label(unit), f"{_label(unit)}: the Ray task analyzing it failed "
-                       f"({type(err).__name__}); analyze this run alone to see the error")]
+                       f"({type(err).__name__}: {_why(err)}); analyze this run alone to see the whole error")]
+
+
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+
+
+def _why(err: Exception) -> str:
+    """The error under a Ray failure, in one line (Ray's text is a traceback, the error last)."""
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(err)).splitlines() if line.strip()]
+    found = [line for line in lines if _ERROR_LINE.match(line)]
+    return (found[-1] if found else lines[0] if lines else "no message")[:200]
 
 
 class _Tasks:
-    """The remote functions, made once per call (Ray exports each function when it is made remote)."""
+    """The remote functions, made once per call (Ray exports each function when it is made remote).
+    Each task is given the driver's folder: a relative path means there what it means here."""
 
-    def __init__(self, ray):
-        self.run_job = ray.remote(run_job)
+    def __init__(self, ray, cwd: str):
+        self.cwd = cwd
+        self.run_job = ray.remote(run_unit)
         self.first_host = ray.remote(num_returns=2)(first_host)
         self.other_host = ray.remote(other_host)
         self.merge = ray.remote(merge)
@@ -129,33 +142,54 @@ class _Tasks:
         """The ref of the unit's results. A run under a URL stays one task: its files are fetched together."""
         if not isinstance(unit, RunFiles) or len(unit.host_files) == 1:
             self.count += 1
-            return self.run_job.remote(unit, job)
+            return self.run_job.remote(self.cwd, unit, job)
         self.count += len(unit.host_files) + 1
-        profile, reference = self.first_host.remote(unit, job.steps)
+        profile, reference = self.first_host.remote(self.cwd, unit, job.steps)
         # The reference goes in a list so that Ray does not wait for it before starting the task:
         # each other host is read while the first host (and its HLO) is still being read.
-        parts = [self.other_host.remote(path, [reference], job.steps) for path in unit.host_files[1:]]
+        parts = [self.other_host.remote(self.cwd, path, [reference], job.steps) for path in unit.host_files[1:]]
         return self.merge.remote(unit, job, profile, *parts)
 
 
-def first_host(run: RunFiles, steps=None):
+def _enter(cwd: str) -> None:
+    """Work in the driver's folder (the worker's own is its empty working_dir: see _start). Only the
+    folder: it is not on the worker's sys.path. On another machine of a cluster it may not exist."""
+    try:
+        if os.getcwd() != cwd:
+            os.chdir(cwd)
+    except OSError:
+        pass
+
+
+def run_unit(cwd: str, unit, job: Job) -> list[Result]:
+    _enter(cwd)
+    return run_job(unit, job)
+
+
+def first_host(cwd: str, run: RunFiles, steps=None):
     """(the first host's profile, the HostReference the other hosts need), or (RunFailure, None)
     when it cannot be read: the run fails, as the default engine says."""
     from .load.loader import HostReference, load_first_host
+    from .trace_head import check_trace_head
 
+    _enter(cwd)
     try:
+        check_trace_head(run.xplane)
         profile = load_first_host(run, steps)
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err)), None
     return profile, HostReference.of(profile)
 
 
-def other_host(path, boxed_reference: list, steps=None):
+def other_host(cwd: str, path, boxed_reference: list, steps=None):
     """Another host file's HostPart; the first host's HostReference is fetched once this file is read."""
     import ray
 
     from .load.loader import load_host
+    from .trace_head import check_trace_head
 
+    _enter(cwd)
+    check_trace_head(path)
     return load_host(path, lambda: ray.get(boxed_reference[0]), steps)
 
 
@@ -179,7 +213,10 @@ def _start(ray, workers: int, address: Optional[str], progress) -> bool:
         return False
     if address:
         _check_reachable(address)
-    quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False}
+    from . import cleanup
+    empty = cleanup.mkdtemp("ray")     # uploaded by ray.init: not needed after it
+    quiet = {"include_dashboard": False, "logging_level": logging.ERROR, "log_to_driver": False,
+             **_isolated(empty)}
     try:
         if address == "local":      # a new local Ray, even where the default engine would be faster
             progress(f"starting a local Ray with {workers} CPUs")
@@ -200,7 +237,20 @@ def _start(ray, workers: int, address: Optional[str], progress) -> bool:
                     "and RAY_AUTH_TOKEN, or copy the head's ~/.ray/auth_token here)")
         raise AdvisorError(f"cannot start or join {where}: {lines[0][:200] if lines else type(err).__name__}{hint}") \
             from None
+    finally:
+        cleanup.remove(empty)
     return True
+
+
+def _isolated(empty) -> dict:
+    """Ray puts the driver's working folder on every worker's sys.path (its job's py_driver_sys_path),
+    where a `json.py`, or the clone's own `advisor/` (which has no `rules`), would be imported instead
+    of the installed package's, unless the job has a working_dir: give it an empty one (the tasks
+    still read relative paths from the driver's folder: _enter). Not under `ray job submit`, whose
+    job has chosen its own."""
+    if "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ:
+        return {}
+    return {"runtime_env": {"working_dir": str(empty)}}
 
 
 AUTH_MODE_ENV = "RAY_AUTH_MODE"

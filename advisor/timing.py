@@ -23,6 +23,7 @@ import tempfile
 import time
 from typing import Optional, Sequence
 
+from .child_python import module_command
 from .errors import AdvisorError
 
 WARMUP_STEPS = 2
@@ -83,13 +84,13 @@ class Worker:
     def __init__(self, spec: dict, python: Optional[str] = None, label: str = ""):
         self.label = label or spec.get("workload", "worker")
         self.python = python or sys.executable
-        cmd = [self.python, "-m", "advisor.timing", json.dumps(spec)]
+        # The working folder off sys.path: the base side imports its own advisor, not the one of the
+        # folder the check was started in (nor a json.py there).
+        cmd = module_command("advisor.timing", json.dumps(spec), python=self.python)
         self._stderr = tempfile.TemporaryFile(mode="w+")
         try:
-            # cwd outside any checkout: `-m` puts the cwd first on sys.path, and the base side must
-            # import its own advisor, not the one of the folder the check was started in.
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                         text=True, bufsize=1, cwd=tempfile.gettempdir())
+                                         text=True, bufsize=1)
         except OSError as err:
             raise AdvisorError(f"cannot start the {self.label} timing worker with {self.python}: "
                                f"{err.strerror}") from None

@@ -51,6 +51,20 @@ def test_truncated_trace(tmp_path, cut):
     assert bad.read_bytes() == data[: int(len(data) * cut)]
 
 
+@pytest.mark.parametrize("head, words", [(b"", "zero bytes, field number 0"),
+                                         (b"\x1f\x8b\x08\x00", "gzip-compressed (decompress it first")])
+def test_what_cannot_be_a_trace_is_refused_at_its_first_bytes(tmp_path, head, words):
+    """A 256 MiB file of zeros took 39 s before "cannot parse" (xprof's child and the HLO slicer read
+    it all), and grew a TensorBoard worker by 6 MiB/s."""
+    bad = tmp_path / "host.xplane.pb"
+    with open(bad, "wb") as f:
+        f.write(head)
+        f.truncate(256 * 2**20)         # sparse: no disk
+    proc = cli("analyze", bad)
+    assert_one_line_error(proc)
+    assert f"{bad}: not a trace (a serialized XSpace): it " in proc.stderr and words in proc.stderr
+
+
 def test_garbage_trace(tmp_path):
     bad = tmp_path / "host.xplane.pb"
     bad.write_bytes(b"\xff\xfe not a protobuf at all " * 50)

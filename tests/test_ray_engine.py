@@ -5,6 +5,7 @@ finish in ADVISOR_RAY_TIMEOUT_S fails with one line naming it."""
 import importlib.util
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,16 @@ def test_joins_a_cluster_started_by_ray_start_that_asks_for_a_token(tmp_path):
             pass
         head.wait(timeout=60)
         shutil.rmtree(short, ignore_errors=True)
+
+
+@needs_ray
+def test_a_failed_ray_task_says_why():
+    import ray
+
+    from advisor.locate import RunFiles
+    from advisor.ray_engine import _lost
+
+    text = ("\x1b[36mray::run_job()\x1b[39m (pid=1, ip=192.0.2.2)\n  File \"/x/advisor/__init__.py\", line 1\n"
+            "    from advisor.rules import ALL\nModuleNotFoundError: No module named 'advisor.rules'")
+    (failure,) = _lost(RunFiles(Path("r/vm.xplane.pb"), None, None), ray.exceptions.RaySystemError(text))
+    assert "(RaySystemError: ModuleNotFoundError: No module named 'advisor.rules')" in failure.reason
