@@ -134,6 +134,23 @@ def sweep(root=None, pattern: re.Pattern = TEMP_NAME, now=None) -> list[str]:
     return removed
 
 
+def remove_folders_of(pid: int, root=None) -> list[str]:
+    """Remove the temporary folders of a child process of ours that has ended (its parent knows it is
+    gone: no waiting for STALE_S); returns their paths."""
+    root = Path(root or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = TEMP_NAME.match(entry.name)
+        if m and int(m.group(1)) == pid and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
 def interrupted(message: str = "advisor: interrupted") -> None:
     """Ctrl-C that reached the command: one line, our folders removed, exit 130."""
     try:

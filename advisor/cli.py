@@ -652,38 +652,23 @@ def explain(rule_id, fmt):
               help="Port on 127.0.0.1 (0: any free port).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Runs analyzed at once, each in a worker process.")
+@click.option("--time-budget", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
+              help="Wall time an analysis may take before it is stopped and the next run's starts "
+                   "(default: $ADVISOR_ANALYSIS_TIMEOUT_S, else 600).")
+@click.option("--memory-budget", type=click.FloatRange(0, min_open=True), metavar="MIB",
+              help="Private memory an analysis (its worker and the worker's children) may use before it is "
+                   "stopped (default: $ADVISOR_ANALYSIS_MEMORY_MB, else 2048).")
 @user_errors
-def serve(logdir, port, workers):
+def serve(logdir, port, workers, time_budget, memory_budget):
     """Serve the Advisor pages of TensorBoard's Advisor tab for LOGDIR on localhost, without
     TensorBoard: the runs newest first, each analyzed when opened (cached in ~/.cache/advisor)."""
-    import logging
-    import socket
-
-    from werkzeug.serving import make_server
-
-    from .tensorboard.app import AdvisorApp, wsgi
-    from .tensorboard.jobs import Jobs
+    from .tensorboard.jobs import Budget
+    from .tensorboard.server import serve as serve_logdir
 
     if not logdir.is_dir():
         raise AdvisorError(f"{logdir}: no such folder; give a TensorBoard logdir (a folder of profile runs)")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)   # no access log: request paths are data
-    sock = socket.socket()      # bound here: werkzeug would print its own lines and exit 1 on a taken port
-    try:
-        sock.bind(("127.0.0.1", port))
-    except OSError as err:
-        sock.close()
-        raise AdvisorError(f"127.0.0.1:{port}: {err.strerror or err}; choose another --port (0: any free one)")
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    server = make_server("127.0.0.1", port,
-                         wsgi(AdvisorApp(logdir, profile_links=False, jobs=Jobs(workers))), threaded=True,
-                         fd=sock.fileno())
-    _err.print(f"advisor: serving {logdir} at http://127.0.0.1:{port}/ (Ctrl-C stops)",
-               markup=False)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    budget = Budget.from_env(time_budget, memory_budget)
+    serve_logdir(logdir, port, workers, budget, lambda line: _err.print(line, markup=False))
 
 
 def _check_output(fmt: str, output) -> None:
@@ -734,7 +719,14 @@ def entry() -> None:
     """The `advisor` program: signals end it cleanly (exit 128+N, temporary folders removed), and the
     folders of advisor runs killed outright (SIGKILL) before they could clean up are swept first.
     Not in `main`, which tests and other programs call in their own process."""
+    import signal
+
     from . import cleanup
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and sys.stderr.isatty():
+        # Inherited (a shell without job control starts `advisor ... &` so): kept, as POSIX tools do.
+        _err.print(f"advisor: note: this process ignores SIGINT, as it was started (in the background by a "
+                   f"shell without job control?): Ctrl-C will not stop it; `kill {os.getpid()}` will",
+                   markup=False)
     cleanup.install_signal_handlers(sigint=True)
     cleanup.sweep()
     main(prog_name="advisor")

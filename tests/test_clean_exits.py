@@ -17,19 +17,37 @@ from conftest import FIXTURES
 SCAN = FIXTURES / "transformer_scan"
 
 
-def _start(*args, tmp: Path, **kw) -> subprocess.Popen:
+# The child's SIGINT disposition is set, not inherited: started as a background job (`pytest &` in a
+# shell without job control), the suite and every child would ignore SIGINT, as POSIX tools do.
+_WITH_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, getattr(signal, sys.argv[1])); "
+                "os.execv(sys.executable, [sys.executable, '-m', 'advisor', *sys.argv[2:]])")
+
+
+def _start(*args, tmp: Path, sigint: str = "SIG_DFL", **kw) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
     env["TMPDIR"] = str(tmp)
-    return subprocess.Popen([sys.executable, "-m", "advisor", *map(str, args)], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kw}
+    return subprocess.Popen([sys.executable, "-c", _WITH_SIGINT, sigint, *map(str, args)], env=env, text=True,
+                            **streams)
+
+
+@pytest.fixture
+def sigint_ignored_here():
+    """This process ignores SIGINT while the test starts its children, as a suite started by
+    `pytest &` from a script does: what a child inherits must not decide the test."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 def _leftovers(tmp: Path) -> list[str]:
     return sorted(p.name for p in tmp.iterdir() if p.name.startswith("advisor-"))
 
 
-def test_ctrl_c_while_run_workload_compiles_exits_130_and_leaves_nothing(tmp_path):
-    """JAX's callbacks swallowed the KeyboardInterrupt (the run went on) or crashed on it (exit 139)."""
+def test_ctrl_c_while_run_workload_compiles_exits_130_and_leaves_nothing(tmp_path, sigint_ignored_here):
+    """JAX's callbacks swallowed the KeyboardInterrupt (the run went on) or crashed on it (exit 139).
+    A fresh-clone `.ci/run` started as a background job went red here: the child kept the SIGINT
+    ignore it inherited."""
     tmp, logdir = tmp_path / "tmp", tmp_path / "logs"
     tmp.mkdir()
     proc = _start("run-workload", "transformer", "--preset", "tiny", "--logdir", logdir, tmp=tmp)
@@ -94,3 +112,27 @@ def test_ctrl_c_inside_advisor_trace_stops_the_profiler_and_removes_the_partial_
     assert "interrupted" in t.error
     jax.profiler.start_trace(str(tmp_path / "again"))    # the profiler was stopped: it starts again
     jax.profiler.stop_trace()
+
+
+def test_advisor_says_when_it_starts_with_sigint_ignored(tmp_path):
+    """Ctrl-C cannot stop a process that ignores SIGINT; advisor keeps the ignore (as POSIX tools do)
+    and says so on a terminal, with the way to stop it."""
+    import pty
+
+    for disposition, says in (("SIG_IGN", True), ("SIG_DFL", False)):
+        leader, follower = pty.openpty()
+        proc = _start("rules", tmp=tmp_path, sigint=disposition, stderr=follower)
+        os.close(follower)
+        proc.communicate(timeout=60)
+        err = b""
+        try:
+            while chunk := os.read(leader, 65536):
+                err += chunk
+        except OSError:      # the terminal's other end closed
+            pass
+        os.close(leader)
+        assert proc.returncode == 0
+        note = [line for line in err.decode().splitlines() if "ignores SIGINT" in line]
+        assert bool(note) == says, err
+        if says:
+            assert "Ctrl-C will not stop it" in note[0] and f"kill {proc.pid}" in note[0]

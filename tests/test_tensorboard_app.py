@@ -74,10 +74,13 @@ def _snapshot(root: Path) -> dict:
 
 
 def _open(client, query: str, timeout: float = 180.0) -> str:
-    """index.html?query once its analysis is done (a person's page polls status the same way)."""
+    """index.html?query once its analysis is done: as a person's page does, started by a POST to
+    analyze (whenever status says a step has not started), then followed by polling status."""
     end = time.monotonic() + timeout
     while True:
         st = client.get(f"/status?{query}").json
+        if st["state"] == "none":
+            st = client.post(f"/analyze?{query}").json
         assert st["state"] != "failed", st
         if st["state"] == "done":
             return client.get(f"/index.html?{query}").text

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from werkzeug.test import Client
+
 from conftest import FIXTURES, cli
 
 PLANTED = ("json", "platform", "threading", "socket", "xprof")
@@ -39,6 +41,29 @@ def test_the_module_command_leaves_the_working_folder_off_the_path(tmp_path):
     plant(tmp_path)
     out = subprocess.run(module_command("advisor.timing", "{not json"), cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 1 and out.stdout.startswith('{"error": "JSONDecodeError'), out.stderr
+
+
+def test_the_analysis_worker_of_serve_and_tensorboard(tmp_path, monkeypatch):
+    """Opening any run executed a json.py of the folder serve was started in; a platform.py there
+    made every analysis fail."""
+    from advisor.tensorboard.app import AdvisorApp, wsgi
+
+    runs = _runs(tmp_path / "logdir", "transformer_scan")
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(plant(tmp_path / "cwd"))
+    app = AdvisorApp(runs / "transformer_scan", profile_links=False)
+    client = Client(wsgi(app))
+    name = app.index_of_runs.runs()[0].name
+    try:
+        st = client.post(f"/analyze?run={name}").json
+        end = time.monotonic() + 180
+        while st["state"] not in ("done", "failed") and time.monotonic() < end:
+            time.sleep(0.2)
+            st = client.get(f"/status?run={name}").json
+        assert st["state"] == "done", st
+    finally:
+        app.jobs.stop()
+    assert "rule-scan-dynamic-update-slice" in client.get(f"/index.html?run={name}").text
 
 
 def test_the_timing_worker(tmp_path, monkeypatch):

@@ -2,27 +2,38 @@
 
 Routes (relative: the plugin serves them under data/plugin/advisor/): index.html (the run picker
 and the selected run's report, or two runs compared), runs (JSON, newest first), status (JSON: an
-analysis's progress), advisor.js, advisor.css, index.js (TensorBoard's entry). A request never reads
-a trace: it looks up the cache or starts a worker.
+analysis's progress), analyze (POST: start what a page shows), advisor.js, advisor.css, index.js
+(TensorBoard's entry). A request never reads a trace nor walks the logdir: it reads the last
+listing (runs.RunIndex) and the cache. Reads are GET (or HEAD) and start nothing; an analysis starts
+only on a POST from the Advisor page itself (same origin), so that a page elsewhere cannot make this
+machine analyze (`<img src=http://127.0.0.1:PORT/status?run=...>` did).
+
+A run travels in URLs and in the page's attributes as its name's bytes percent-encoded (`run_ref`),
+and query strings are decoded as the file system's names are (undecodable bytes kept): a name with
+control characters, bidi marks or bytes that are not UTF-8 opens the run it names.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import json
+import time
+import urllib.parse
 from pathlib import Path
 from typing import Callable, Optional
 
 from werkzeug.wrappers import Request, Response
 
 from .. import __version__
+from ..errors import AdvisorError
 from ..report import escape
 from ..report.html import CSS, head, run_section
 from ..units import mib
 from . import assets, cache
-from .jobs import Jobs
+from .jobs import Budget, Jobs
 from .links import finding_links
-from .runs import Run, list_runs
+from .runs import Run, RunIndex
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'self'; frame-ancestors 'self'")
@@ -32,77 +43,156 @@ def _e(x) -> str:
     return escape.html(x)
 
 
+def run_ref(name: str) -> str:
+    """A run's name as URLs and the page's attributes carry it: its bytes percent-encoded (ASCII)."""
+    return urllib.parse.quote(name, safe="", errors="surrogateescape")
+
+
+def _allow(*methods: str) -> Callable:
+    """Only these HTTP methods reach the route (405 for the others)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def route(self, request: Request) -> Response:
+            if request.method not in methods:
+                r = _respond("method not allowed", "text/plain", 405)
+                r.headers["Allow"] = ", ".join(methods)
+                return r
+            return fn(self, request)
+        return route
+    return wrap
+
+
+def same_origin(request: Request) -> bool:
+    """Whether a browser sent this from one of our own pages. Browsers mark every request with
+    Sec-Fetch-Site, and every POST with Origin; a request with neither came from no web page."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        return site == "same-origin"
+    origin = request.headers.get("Origin")
+    return origin is None or origin == f"{request.scheme}://{request.host}"
+
+
 class AdvisorApp:
     """profile_links: link findings into TensorBoard's Profile tab (False without TensorBoard)."""
 
     def __init__(self, logdir: str | Path, profile_links: bool = True, jobs: Optional[Jobs] = None):
         self.logdir = Path(logdir)
         self.profile_links = profile_links
-        self.jobs = jobs or Jobs()
+        self.budget_error = None
+        if jobs is None:
+            try:
+                budget = Budget.from_env()
+            except AdvisorError as err:
+                budget, self.budget_error = Budget(), str(err)
+            jobs = Jobs(budget=budget)
+        self.jobs = jobs
+        self.index_of_runs = RunIndex(self.logdir)
         self.settings, self.settings_error = project_settings(Path.cwd())
+        self._made: dict[str, tuple] = {}       # piece -> (what it was made from, the piece)
 
     def routes(self) -> dict[str, Callable]:
         return {"/index.js": self._static(assets.INDEX_JS, "text/javascript"),
                 "/advisor.js": self._static(assets.ADVISOR_JS, "text/javascript"),
                 "/advisor.css": self._static(CSS + assets.EXTRA_CSS, "text/css"),
-                "/index.html": self.index, "/runs": self.runs, "/status": self.status}
+                "/index.html": self.index, "/runs": self.runs, "/status": self.status, "/analyze": self.analyze}
 
     def _static(self, text: str, mimetype: str) -> Callable:
         @Request.application
         def serve(request: Request) -> Response:
+            if request.method not in ("GET", "HEAD"):
+                r = _respond("method not allowed", "text/plain", 405)
+                r.headers["Allow"] = "GET, HEAD"
+                return r
             return _respond(text, mimetype)
         return serve
 
+    def _cached(self, piece: str, source: tuple, make: Callable[[], str]) -> str:
+        """A piece of page made once for as long as what it is made from stays the same."""
+        made = self._made.get(piece)
+        if made is None or made[0] != source:
+            made = (source, make())
+            self._made[piece] = made
+        return made[1]
+
     # -- runs and jobs ---------------------------------------------------------------------------
 
-    def _find(self, name: Optional[str]) -> tuple[list[Run], Optional[Run]]:
-        runs = list_runs(self.logdir)
-        return runs, next((r for r in runs if r.name == name), None) if name else None
+    def _selected(self, request: Request) -> tuple[Optional[str], Optional[str]]:
+        """The run and the run to compare it with, named in the query (see run_ref): decoded as the
+        listing's names are (os.walk's, surrogateescape). Picked in the form without its script, the
+        values are run_refs, sent encoded once more (`picked`)."""
+        q = dict(urllib.parse.parse_qsl(request.environ.get("QUERY_STRING", ""), errors="surrogateescape"))
+        names = [q.get("run") or None, q.get("compare") or None]
+        if q.get("picked"):
+            names = [urllib.parse.unquote(n, errors="surrogateescape") if n else None for n in names]
+        return names[0], names[1]
 
     def _key(self, run: Run) -> str:
         return cache.run_key(run.files(), self.settings)
 
-    def _state(self, run: Run, other: Optional[Run]) -> tuple[dict, Optional[str]]:
-        """Start what is missing (each run's analysis, then the comparison); the status and the
-        cache key of what the page shows once done."""
+    def _state(self, run: Run, other: Optional[Run], start: bool) -> tuple[dict, Optional[str]]:
+        """The status, and the cache key, of what the page shows once done: each run's analysis, then
+        the comparison. With start, what is missing is started (one step at a time); without, the
+        first step not done says "none" if it has not started."""
+        def step(key: str, kind: str, *args: str) -> dict:
+            return self.jobs.submit(key, kind, *args) if start else self.jobs.status(key)
+
         key = self._key(run)
-        st = self.jobs.submit(key, "analyze", str(run.path), self.settings)
+        st = step(key, "analyze", str(run.path), self.settings)
         if other is None or st["state"] != "done":
             return st, key
         other_key = self._key(other)
-        st = self.jobs.submit(other_key, "analyze", str(other.path), self.settings)
+        st = step(other_key, "analyze", str(other.path), self.settings)
         if st["state"] != "done":
             return st, other_key
         ckey = cache.compare_key(key, other_key)
-        return self.jobs.submit(ckey, "compare", key, other_key, run.name, other.name), ckey
+        return step(ckey, "compare", key, other_key, run.name, other.name), ckey
 
-    # -- routes ----------------------------------------------------------------------------------
-
-    @Request.application
-    def runs(self, request: Request) -> Response:
-        return _respond(json.dumps([r.to_json() for r in list_runs(self.logdir)]), "application/json")
-
-    @Request.application
-    def status(self, request: Request) -> Response:
-        runs, run = self._find(request.args.get("run"))
-        other_name = request.args.get("compare")
-        other = next((r for r in runs if r.name == other_name), None) if other_name else None
+    def _json_state(self, request: Request, start: bool) -> Response:
+        name, other_name = self._selected(request)
+        run, other = self.index_of_runs.get(name), self.index_of_runs.get(other_name)
         if run is None:
             return _respond(json.dumps({"state": "failed", "error": "no such run"}), "application/json", 404)
         try:
-            st, _ = self._state(run, other)
+            st, _ = self._state(run, other, start)
         except OSError as err:      # its files went between the listing and now
             st = {"state": "failed", "error": f"the run's files changed while reading them: {err.strerror}"}
         return _respond(json.dumps(st), "application/json")
 
+    # -- routes ----------------------------------------------------------------------------------
+
     @Request.application
+    @_allow("GET", "HEAD")
+    def runs(self, request: Request) -> Response:
+        listing = self.index_of_runs
+        body = self._cached("runs", (listing.generation,), lambda: json.dumps([r.to_json() for r in listing.runs()]))
+        return _respond(body, "application/json")
+
+    @Request.application
+    @_allow("GET", "HEAD")
+    def status(self, request: Request) -> Response:
+        """What the page's analysis is at; starts nothing ("none": not started)."""
+        return self._json_state(request, start=False)
+
+    @Request.application
+    @_allow("POST")
+    def analyze(self, request: Request) -> Response:
+        """Start what the page shows (each run's analysis, then the comparison); its status."""
+        if not same_origin(request):
+            return _respond(json.dumps({"state": "failed", "error": "an analysis starts only from the Advisor "
+                                        "page itself"}), "application/json", 403)
+        return self._json_state(request, start=True)
+
+    @Request.application
+    @_allow("GET", "HEAD")
     def index(self, request: Request) -> Response:
-        name, other_name = request.args.get("run"), request.args.get("compare") or None
-        runs, run = self._find(name)
-        other = next((r for r in runs if r.name == other_name), None) if other_name else None
+        name, other_name = self._selected(request)
+        runs = self.index_of_runs.runs()
+        run, other = self.index_of_runs.get(name), self.index_of_runs.get(other_name)
         body = [self._picker(runs, run, other)]
         if self.settings_error:
             body.append(f"<p>{_e(self.settings_error)}: every rule runs with its defaults.</p>")
+        if self.budget_error:
+            body.append(f"<p>{_e(self.budget_error)}: each analysis has the default budget.</p>")
         if not runs:
             body.append(f"<p>No profile runs under <code>{_e(self.logdir)}</code> "
                         "(a run is a folder plugins/profile/RUN/ holding .xplane.pb files).</p>")
@@ -113,7 +203,8 @@ class AdvisorApp:
         else:
             body.append(self._content(run, other))
         title = f"advisor: {run.name}" if run else "advisor"
-        data = (f' data-run="{_e(run.name)}"' + (f' data-compare="{_e(other.name)}"' if other else "")) if run else ""
+        data = (f' data-run="{run_ref(run.name)}"' + (f' data-compare="{run_ref(other.name)}"' if other else "")
+                if run else "")
         page = (head(title, '<link rel="stylesheet" href="advisor.css">') + f"<body{data}>" + "".join(body)
                 + f'<p class="meta">advisor {_e(__version__)}</p><script src="advisor.js"></script></body></html>\n')
         return _respond(page, "text/html")
@@ -121,33 +212,42 @@ class AdvisorApp:
     # -- pieces ----------------------------------------------------------------------------------
 
     def _picker(self, runs: list[Run], run: Optional[Run], other: Optional[Run]) -> str:
-        def options(selected: Optional[Run], blank: str) -> str:
-            return f'<option value="">{_e(blank)}</option>' + "".join(
-                f'<option value="{_e(r.name)}"{" selected" if r is selected else ""}>{_e(r.name)}</option>'
-                for r in runs)
+        """Each option's value is the run's run_ref, its text the name as shown (escape.html)."""
+        options = self._cached("options", (self.index_of_runs.generation,), lambda: "".join(
+            f'<option value="{run_ref(r.name)}">{_e(r.name)}</option>' for r in runs))
+
+        def select(chosen: Optional[Run], blank: str) -> str:
+            if chosen is None:
+                return f'<option value="">{_e(blank)}</option>{options}'
+            ref = f'<option value="{run_ref(chosen.name)}">'
+            return f'<option value="">{_e(blank)}</option>' + options.replace(ref, ref[:-1] + " selected>", 1)
         return ('<header class="bar"><h1>Advisor</h1><form method="get" action="index.html">'
-                f'<label>run <select name="run" data-go>{options(run, "choose a run")}</select></label>'
-                f'<label>compare with <select name="compare" data-go>{options(other, "none")}</select></label>'
-                '<noscript><button>open</button></noscript></form></header>')
+                f'<label>run <select name="run" data-go>{select(run, "choose a run")}</select></label>'
+                f'<label>compare with <select name="compare" data-go>{select(other, "none")}</select></label>'
+                '<input type="hidden" name="picked" value="1"><noscript><button>open</button></noscript>'
+                '</form></header>')
 
     def _run_table(self, runs: list[Run]) -> str:
-        rows = "".join(
-            f'<tr><td><a href="index.html?run={_q(r.name)}">{_e(r.name)}</a></td>'
-            f"<td>{_e(_when(r.mtime))}</td><td>{_e(', '.join(r.hosts))}</td><td class=n>{_e(mib(r.size))}</td>"
-            f"<td>{_e(self._brief(r))}</td></tr>"
-            for r in runs)
-        return (f"<p>{len(runs)} profile run(s), newest first; a run is analyzed when opened.</p>"
-                '<table class="runs"><tr><th>run</th><th>recorded</th><th>hosts</th><th>trace size</th>'
-                f"<th>analysis</th></tr>{rows}</table>")
+        """Made again when the listing changes, when an analysis ends, and every 5 s (another
+        process may have analyzed a run into the same cache)."""
+        source = (self.index_of_runs.generation, self.jobs.generation, int(time.monotonic() // 5))
+
+        def make() -> str:
+            rows = "".join(
+                f'<tr><td><a href="index.html?run={run_ref(r.name)}">{_e(r.name)}</a></td>'
+                f"<td>{_e(_when(r.mtime))}</td><td>{_e(', '.join(r.hosts))}</td><td class=n>{_e(mib(r.size))}</td>"
+                f"<td>{_e(self._brief(r))}</td></tr>"
+                for r in runs)
+            return (f"<p>{len(runs)} profile run(s), newest first; a run is analyzed when opened.</p>"
+                    '<table class="runs"><tr><th>run</th><th>recorded</th><th>hosts</th><th>trace size</th>'
+                    f"<th>analysis</th></tr>{rows}</table>")
+        return self._cached("table", source, make)
 
     def _brief(self, run: Run) -> str:
         """The cached analysis's findings by severity; nothing is analyzed to list a run."""
         from ..findings import SEVERITIES
 
-        try:
-            brief = cache.read_brief(self._key(run))
-        except OSError:
-            brief = None
+        brief = cache.read_brief(run.listed_key(self.settings))
         if brief is None:
             return "not analyzed yet"
         if brief.get("failed"):
@@ -159,18 +259,22 @@ class AdvisorApp:
 
     def _content(self, run: Run, other: Optional[Run]) -> str:
         try:
-            st, key = self._state(run, other)
+            st, key = self._state(run, other, start=False)
         except OSError as err:      # its files went between the listing and now
             return (f"<p>The files of <code>{_e(run.name)}</code> changed while reading them "
                     f"({_e(err.strerror)}): reload.</p>")
         if st["state"] != "done":
             what = f"{run.name} and {other.name}" if other else run.name
             if st["state"] == "failed":
-                self.jobs.forget_failure(key)      # a reload tries again
+                self.jobs.forget_failure(key)      # a reload tries again, unless a budget stopped it
                 return f"<p>Could not analyze <code>{_e(what)}</code>: {_e(st.get('error'))}</p>"
-            query = f"run={_q(run.name)}" + (f"&compare={_q(other.name)}" if other else "")
-            return (f'<div id="progress" data-status="status?{_e(query)}">analyzing <code>{_e(what)}</code>: '
-                    f'<span class="stage">{_e(st.get("stage", st["state"]))}</span></div>')
+            query = f"run={run_ref(run.name)}" + (f"&compare={run_ref(other.name)}" if other else "")
+            stage = "starting" if st["state"] == "none" else st.get("stage", st["state"])
+            # the page's script starts the analysis (a POST: reads start nothing) and follows it
+            return (f'<div id="progress" data-status="status?{_e(query)}" data-start="analyze?{_e(query)}">'
+                    f'analyzing <code>{_e(what)}</code>: <span class="stage">{_e(stage)}</span>'
+                    "<noscript> (this page needs JavaScript to start an analysis; or run "
+                    "<code>advisor analyze RUN_FOLDER</code>)</noscript></div>")
         doc = cache.read(key) or {}
         if "failed" in doc:
             return f"<p>Could not analyze <code>{_e(run.name)}</code>: {_e(doc['failed'].get('reason'))}</p>"
@@ -210,11 +314,6 @@ def project_settings(folder: Path) -> tuple[str, Optional[str]]:
         return json.dumps({}), str(err)
     return json.dumps({"select": project.select, "ignore": project.ignore, "options": options},
                       sort_keys=True, default=str), None
-
-
-def _q(text: str) -> str:
-    import urllib.parse
-    return escape.html(urllib.parse.quote(text, safe="", errors="surrogateescape"))
 
 
 def _when(mtime: float) -> str:

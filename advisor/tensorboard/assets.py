@@ -2,20 +2,24 @@
 
 # TensorBoard loads a plugin's es module in an iframe whose base is the plugin's routes; like the
 # Profile plugin's, it moves that iframe to the plugin's page, with the run the TensorBoard URL names
-# (?advisor_run=RUN&advisor_compare=RUN#advisor: a link to a run's report can be shared).
+# (?advisor_run=RUN&advisor_compare=RUN#advisor: a link to a run's report can be shared). The values
+# are passed on as written, percent-encoded: decoded here, a name's bytes that are not UTF-8 would be lost.
 INDEX_JS = """export async function render() {
-  const q = new URLSearchParams();
+  const q = [];
   try {
-    const top = new URLSearchParams(window.top.location.search);
-    for (const k of ['run', 'compare']) { const v = top.get('advisor_' + k); if (v) q.set(k, v); }
+    for (const part of window.top.location.search.slice(1).split('&')) {
+      const m = /^advisor_(run|compare)=(.+)$/.exec(part);
+      if (m) q.push(m[1] + '=' + m[2]);
+    }
   } catch (e) {}
-  document.location.href = 'index.html' + (q.toString() ? '?' + q : '');
+  document.location.href = 'index.html' + (q.length ? '?' + q.join('&') : '');
 }
 """
 
-# The run pickers open what they pick; the TensorBoard URL names the run shown; the page follows
-# TensorBoard's dark mode (its top page's body class; alone, the system's); a run being analyzed
-# polls its status until it is done.
+# The run pickers open what they pick (their values are the runs' names percent-encoded, as the page
+# carries them: app.run_ref); the TensorBoard URL names the run shown; the page follows TensorBoard's
+# dark mode (its top page's body class; alone, the system's); a run not yet analyzed is started by a
+# POST to `analyze` (a GET starts nothing), then its status is polled until it is done.
 ADVISOR_JS = """
 const theme = () => {
   let dark = false;
@@ -34,29 +38,39 @@ try {
 try {
   if (window.top !== window && 'run' in document.body.dataset) {
     const u = new URL(window.top.location.href);
+    const kept = u.search.slice(1).split('&').filter(p => p && !/^advisor_(run|compare)=/.test(p));
     for (const k of ['run', 'compare']) {
       const v = document.body.dataset[k];
-      if (v) u.searchParams.set('advisor_' + k, v); else u.searchParams.delete('advisor_' + k);
+      if (v) kept.push('advisor_' + k + '=' + v);
     }
+    u.search = kept.length ? '?' + kept.join('&') : '';
     window.top.history.replaceState(window.top.history.state, '', u);
   }
 } catch (e) {}
 for (const sel of document.querySelectorAll('select[data-go]')) {
-  sel.addEventListener('change', () => sel.form.submit());
+  sel.addEventListener('change', () => {
+    const q = [...sel.form.querySelectorAll('select[data-go]')].filter(s => s.value).map(s => s.name + '=' + s.value);
+    location.href = 'index.html' + (q.length ? '?' + q.join('&') : '');
+  });
 }
 const box = document.getElementById('progress');
 if (box) {
+  const start = async () => {
+    try { return await (await fetch(box.dataset.start, {method: 'POST', cache: 'no-store'})).json(); }
+    catch (e) { return null; }
+  };
   const poll = async () => {
     let st;
     try { st = await (await fetch(box.dataset.status, {cache: 'no-store'})).json(); }
     catch (e) { setTimeout(poll, 2000); return; }
+    if (st.state === 'none') { st = (await start()) || st; }     // the next step has not started yet
     if (st.state === 'done') { location.reload(); return; }
     const text = box.querySelector('.stage');
     if (st.state === 'failed') { text.textContent = 'failed: ' + (st.error || 'unknown error'); return; }
     text.textContent = (st.stage || st.state) + (st.elapsed_s !== undefined ? ' (' + st.elapsed_s + ' s)' : '');
     setTimeout(poll, 1000);
   };
-  setTimeout(poll, 500);
+  start().then(() => setTimeout(poll, 500));
 }
 """
 

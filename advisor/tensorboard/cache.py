@@ -24,19 +24,33 @@ def cache_dir() -> Path:
     return Path(xdg) / "advisor" / "tensorboard"
 
 
+def stamp_of(path, st: os.stat_result) -> list:
+    """What identifies one state of a file. The change time and the inode too, not only size and
+    modification time: a file cut short and then restored with its bytes and modification time (tar,
+    `cp -p`, `rsync -t`) keeps those two, but its change time moves, and a file replaced gets a new inode."""
+    return [os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
 def _stamp(path: Optional[Path]) -> Optional[list]:
-    if path is None:
-        return None
-    st = path.stat()
-    return [os.path.abspath(path), st.st_size, st.st_mtime_ns]
+    return None if path is None else stamp_of(path, path.stat())
+
+
+def run_stamps(run: RunFiles) -> tuple:
+    """The stamps of the run's files now (OSError if one went)."""
+    return (tuple(_stamp(p) for p in run.host_files), _stamp(run.memory_profile), _stamp(run.run_metadata))
+
+
+def key_of(stamps: tuple, settings: str = "{}") -> str:
+    """Changes when any file of the run changes (see stamp_of), when advisor does, or the project's
+    rule settings (a JSON string)."""
+    hosts, memory_profile, run_metadata = stamps
+    parts = [__version__, list(hosts), memory_profile, run_metadata, settings]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 
 def run_key(run: RunFiles, settings: str = "{}") -> str:
-    """Changes when any file of the run changes (path, size, modification time), when advisor does,
-    or the project's rule settings (a JSON string)."""
-    parts = [__version__, [_stamp(p) for p in run.host_files], _stamp(run.memory_profile), _stamp(run.run_metadata),
-             settings]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+    """The key of the run's files as they are now."""
+    return key_of(run_stamps(run), settings)
 
 
 def compare_key(base: str, new: str) -> str:

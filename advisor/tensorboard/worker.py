@@ -1,15 +1,26 @@
 """The worker: one analysis (or one comparison) in a child process, so that TensorBoard's request
-threads never read a trace; `python -m advisor.tensorboard.worker KIND KEY ARGS...`.
+threads never read a trace; started by jobs.py as `python -m advisor.tensorboard.worker KIND KEY ARGS...`
+with the working folder off its sys.path (advisor/child_python.py).
 
 It prints one JSON line per stage ({"stage": ...}) for the progress shown in the tab, writes the
-result into the cache, and exits (its memory goes with it: the streaming reader's bounds hold).
+result into the cache, and exits (its memory goes with it: the streaming reader's bounds hold). A
+result is kept only if the run's files are as they were when the page asked for it (cache.stamp_of),
+before and after the read. Stopped by SIGTERM, SIGINT or SIGHUP (its budget, TensorBoard or `serve`
+ending), it removes its temporary folders and xprof's child on the way out.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
+
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+class FilesChanged(Exception):
+    pass
 
 
 def _say(**msg) -> None:
@@ -27,20 +38,34 @@ def _job(settings: str):
     return Job(rules=tuple(rules), options=validate_options(s.get("options") or {}, {r.id: r for r in all_rules()}))
 
 
+def _unchanged(files, key: str, settings: str) -> None:
+    from . import cache
+
+    try:
+        now = cache.run_key(files, settings)
+    except OSError:
+        now = None
+    if now != key:
+        raise FilesChanged("the run's files changed while they were read (written, cut short, replaced or "
+                           "restored): nothing was kept; reload to analyze them as they are now")
+
+
 def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
     from ..compare import metrics
     from ..engine import run_job
-    from ..locate import find_runs
     from ..report.html import figures
-    from . import cache
-
     from ..units import mib
+    from . import cache
+    from .runs import read_run
 
-    runs = find_runs(Path(run_dir))
-    size = sum(p.stat().st_size for p in runs[0].host_files)
-    hosts = len(runs[0].host_files)
-    _say(stage=f"reading the trace ({mib(size)}, {hosts} host{'s' if hosts > 1 else ''})")
-    result = run_job(runs[0], _job(settings))[0]
+    run = read_run(Path(run_dir), Path(run_dir).name)
+    if run is None:
+        raise FilesChanged("the run's traces are gone from its folder")
+    files = run.files()
+    _unchanged(files, key, settings)
+    hosts = len(run.hosts)
+    _say(stage=f"reading the trace ({mib(run.size)}, {hosts} host{'s' if hosts > 1 else ''})")
+    result = run_job(files, _job(settings))[0]
     if not hasattr(result, "profile"):        # a RunFailure: the run could not be read
         doc, brief = {"failed": result.to_json()}, {"failed": True}
     else:
@@ -49,6 +74,7 @@ def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
         doc = {"run": json.loads(json.dumps(run_doc, default=str)), "figures": figures(run_doc, result),
                "metrics": metrics(result).to_json()}
         brief = {"severities": [f.severity for f in result.findings], "partial": result.partial}
+    _unchanged(files, key, settings)      # a result, or a failure, of files that changed is not theirs
     cache.write(key, doc, brief)
     return doc
 
@@ -69,10 +95,24 @@ def compare(key: str, base_key: str, new_key: str, base_name: str, new_name: str
     return doc
 
 
+def _stop(signum, frame):
+    """Unwind (every `finally` runs: xprof's child stopped, temporary folders removed), and ignore
+    the signals that follow (Ctrl-C reaches the whole process group, then TensorBoard or `serve`
+    sends SIGTERM): cut short, the cleanup would leave folders behind."""
+    for name in STOP_SIGNALS:
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str]) -> int:
+    for name in STOP_SIGNALS:
+        signal.signal(getattr(signal, name), _stop)
     kind, *args = argv
     try:
         {"analyze": analyze, "compare": compare}[kind](*args)
+    except FilesChanged as err:
+        _say(error=str(err))
+        return 1
     except Exception as err:  # noqa: BLE001 - told to the tab as one line, never a traceback in the page
         _say(error=f"{type(err).__name__}: {err}")
         return 1
