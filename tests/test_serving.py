@@ -257,3 +257,49 @@ def test_serve_closes_idle_connections(tmp_path, cache_env, monkeypatch):
         assert chunk == b""         # closed by the server
     finally:
         server.stop()
+
+
+def test_in_a_browser_a_hostile_name_opens_and_a_page_elsewhere_starts_nothing(tmp_path, cache_env):
+    """Chromium on `advisor serve`: the picker opens a run whose name holds an escape, a bidi override
+    and bytes that are not UTF-8, and its page starts and shows the analysis; a page on another
+    origin (an <img>, a form's POST, a no-cors fetch) starts nothing."""
+    import http.server
+    import json
+    import urllib.request
+
+    from browser import CHROMIUM, Browser
+
+    if not CHROMIUM:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+    hostile, other = "\x1b[31mred\u202egpj\udcff", "a"
+    for name in (hostile, other):
+        _run(tmp_path / "logdir", name)
+    (tmp_path / "elsewhere").mkdir()
+    proc, port = _serve(tmp_path / "logdir", tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    (tmp_path / "elsewhere" / "index.html").write_text(
+        f'<img src="{base}/status?run={other}"><img src="{base}/index.html?run={other}">'
+        f'<form id="f" method="post" action="{base}/analyze?run={other}"></form>'
+        f"<script>fetch('{base}/analyze?run={other}', {{method: 'POST', mode: 'no-cors'}})"
+        ".finally(() => document.getElementById('f').submit());</script>")
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(tmp_path / "elsewhere"))  # noqa: E731
+    elsewhere = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=elsewhere.serve_forever, daemon=True).start()
+    browser = Browser(tmp_path / "chromium")
+    try:
+        browser.goto(f"http://127.0.0.1:{elsewhere.server_address[1]}/index.html")
+        browser.wait("location.pathname === '/analyze'", 60)         # the form's POST went, and was refused
+        assert json.loads(urllib.request.urlopen(f"{base}/status?run={other}").read()) == {"state": "none"}
+        browser.goto(base + "/")
+        browser.wait("document.readyState === 'complete' && document.querySelector('select[name=run]')", 60)
+        browser.js("(() => { const s = document.querySelector('select[name=run]'); "
+                   "s.value = [...s.options].find(o => o.text.includes('red')).value; "
+                   "s.dispatchEvent(new Event('change')); })()")
+        browser.wait("document.querySelectorAll('.finding').length", 180)
+        assert browser.js("document.body.dataset.run") == run_ref(hostile)
+        assert "\\x1b[31mred\\u202egpj\\xff" in browser.js("document.title")
+    finally:
+        browser.close()
+        elsewhere.shutdown()
+        proc.terminate()
+        proc.wait(timeout=30)

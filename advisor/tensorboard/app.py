@@ -15,9 +15,11 @@ control characters, bidi marks or bytes that are not UTF-8 opens the run it name
 
 from __future__ import annotations
 
+import collections
 import datetime
 import functools
 import json
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -35,6 +37,7 @@ from .jobs import Budget, Jobs
 from .links import finding_links
 from .runs import Run, RunIndex
 
+REPORTS_KEPT = 32      # finished reports kept as HTML (a cache key names what they were made from)
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'self'; frame-ancestors 'self'")
 
@@ -89,6 +92,8 @@ class AdvisorApp:
         self.index_of_runs = RunIndex(self.logdir)
         self.settings, self.settings_error = project_settings(Path.cwd())
         self._made: dict[str, tuple] = {}       # piece -> (what it was made from, the piece)
+        self._reports: collections.OrderedDict = collections.OrderedDict()   # (key, run) -> HTML, newest last
+        self._lock = threading.Lock()
 
     def routes(self) -> dict[str, Callable]:
         return {"/index.js": self._static(assets.INDEX_JS, "text/javascript"),
@@ -188,6 +193,12 @@ class AdvisorApp:
         name, other_name = self._selected(request)
         runs = self.index_of_runs.runs()
         run, other = self.index_of_runs.get(name), self.index_of_runs.get(other_name)
+        if name is None and other_name is None:       # the run list, the page every tab loads first
+            return _respond(self._cached("list", self._table_source(), lambda: self._page(runs, None, None, None)),
+                            "text/html")
+        return _respond(self._page(runs, run, other, name), "text/html")
+
+    def _page(self, runs: list[Run], run: Optional[Run], other: Optional[Run], name: Optional[str]) -> bytes:
         body = [self._picker(runs, run, other)]
         if self.settings_error:
             body.append(f"<p>{_e(self.settings_error)}: every rule runs with its defaults.</p>")
@@ -207,7 +218,7 @@ class AdvisorApp:
                 if run else "")
         page = (head(title, '<link rel="stylesheet" href="advisor.css">') + f"<body{data}>" + "".join(body)
                 + f'<p class="meta">advisor {_e(__version__)}</p><script src="advisor.js"></script></body></html>\n')
-        return _respond(page, "text/html")
+        return page.encode()
 
     # -- pieces ----------------------------------------------------------------------------------
 
@@ -227,11 +238,12 @@ class AdvisorApp:
                 '<input type="hidden" name="picked" value="1"><noscript><button>open</button></noscript>'
                 '</form></header>')
 
-    def _run_table(self, runs: list[Run]) -> str:
-        """Made again when the listing changes, when an analysis ends, and every 5 s (another
-        process may have analyzed a run into the same cache)."""
-        source = (self.index_of_runs.generation, self.jobs.generation, int(time.monotonic() // 5))
+    def _table_source(self) -> tuple:
+        """What the run table is made from: the listing, the analyses that ended, and the time in
+        steps of 5 s (another process may have analyzed a run into the same cache)."""
+        return self.index_of_runs.generation, self.jobs.generation, int(time.monotonic() // 5)
 
+    def _run_table(self, runs: list[Run]) -> str:
         def make() -> str:
             rows = "".join(
                 f'<tr><td><a href="index.html?run={run_ref(r.name)}">{_e(r.name)}</a></td>'
@@ -241,7 +253,7 @@ class AdvisorApp:
             return (f"<p>{len(runs)} profile run(s), newest first; a run is analyzed when opened.</p>"
                     '<table class="runs"><tr><th>run</th><th>recorded</th><th>hosts</th><th>trace size</th>'
                     f"<th>analysis</th></tr>{rows}</table>")
-        return self._cached("table", source, make)
+        return self._cached("table", self._table_source(), make)
 
     def _brief(self, run: Run) -> str:
         """The cached analysis's findings by severity; nothing is analyzed to list a run."""
@@ -275,6 +287,17 @@ class AdvisorApp:
                     f'analyzing <code>{_e(what)}</code>: <span class="stage">{_e(stage)}</span>'
                     "<noscript> (this page needs JavaScript to start an analysis; or run "
                     "<code>advisor analyze RUN_FOLDER</code>)</noscript></div>")
+        made = self._reports.get((key, run.name))
+        if made is None:
+            made = self._report(key, run, other)
+            with self._lock:
+                self._reports[(key, run.name)] = made
+                while len(self._reports) > REPORTS_KEPT:
+                    self._reports.popitem(last=False)
+        return made
+
+    def _report(self, key: str, run: Run, other: Optional[Run]) -> str:
+        """A finished analysis or comparison as HTML, from the cache."""
         doc = cache.read(key) or {}
         if "failed" in doc:
             return f"<p>Could not analyze <code>{_e(run.name)}</code>: {_e(doc['failed'].get('reason'))}</p>"
