@@ -127,7 +127,14 @@ class Instruction:
         if self.does("dot") or self.does("convolution"):
             return True
         target = self.custom_call_target.lower()
-        return self.opcode == "custom-call" and any(k in target for k in ("gemm", "matmul", "cublas", "hipblas"))
+        return self.opcode == "custom-call" and (any(k in target for k in ("gemm", "matmul", "cublas", "hipblas"))
+                                                 or self.is_attention)
+
+    @property
+    def is_attention(self) -> bool:
+        """A fused attention call (cuDNN's flash attention, Transformer Engine): matmuls on the tensor cores."""
+        target = self.custom_call_target
+        return self.opcode == "custom-call" and (target.startswith("__cudnn$fmha") or target.startswith("te_fused_attn_"))
 
 
 @dataclasses.dataclass(frozen=True)

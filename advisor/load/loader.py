@@ -19,6 +19,7 @@ from .memprof import read_memory_profile
 from .timeline import StepWindowError, Timeline, read_timeline
 from .xplane_stream import StreamSpace, XSpaceError
 from .xprof_tools import start_xprof
+from .xspace_slice import metadata_xspace, program_protos
 
 _MIB = 1024 * 1024
 
@@ -43,18 +44,33 @@ def load_profile_data(path):
         raise _unreadable(path, err) from None
 
 
-def load_timeline(path, steps: Optional[slice] = None) -> Timeline:
+def load_timeline(path, steps: Optional[slice] = None, protos=None) -> Timeline:
     """The timeline of the file (of the steps numbered in the `steps` slice, if given); a part found
-    corrupt while streaming is the same clear error."""
+    corrupt while streaming is the same clear error. `protos(keys)` gives programs' HLO by key (to
+    attribute the kernels of command buffers); by default they are read from the file's own
+    metadata plane when a command buffer needs them."""
     if os.path.getsize(path) == 0:     # an empty XSpace parses: it would read as a run where nothing ran
         raise AdvisorError(f"{path}: the file is empty (0 bytes), not a trace: record the trace again")
     profile_data = load_profile_data(path)
+    if protos is None:
+        protos = _file_protos(path)
     try:
-        return read_timeline(profile_data, steps)
+        return read_timeline(profile_data, steps, protos)
     except XSpaceError as err:
         raise _unreadable(path, err) from None
     except StepWindowError as err:
         raise AdvisorError(f"{path}: {err}") from None
+
+
+def _file_protos(path) -> Callable[[set[str]], dict[str, bytes]]:
+    """The programs' HLO read from the file's metadata plane, sliced once on first use."""
+    sliced: list[bytes] = []
+
+    def protos(keys: set[str]) -> dict[str, bytes]:
+        if not sliced:
+            sliced.append(metadata_xspace(Path(path)))
+        return program_protos(sliced[0], keys)
+    return protos
 
 
 def _unreadable(path, err: Exception) -> AdvisorError:
@@ -81,7 +97,7 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     the run's metadata and memory profile: the run's profile before its other hosts are merged in."""
     pending = start_xprof(run.xplane)      # its child runs beside the timeline's reading
     try:
-        timeline = load_timeline(run.xplane, steps)
+        timeline = load_timeline(run.xplane, steps, pending.protos if pending.names is not None else None)
         warnings: list[str] = []
         meta = _run_metadata(run, warnings)
         step_module = timeline.step_module

@@ -11,7 +11,7 @@ from typing import Optional
 
 from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
 from .columns import in_window
-from .device_planes import device_plane
+from .device_planes import GraphCounts, Programs, device_plane
 from .host_lines import (CPU_EXECUTOR_PREFIXES, AllocatorEvents, Launches, allocator_peaks, cpu_op_line, h2d_transfer,
                          host_pass)
 from .ops import NO_MODULE, DeviceOps, OpAccumulator
@@ -37,15 +37,19 @@ class Timeline:
     device_ops: Optional[DeviceOps] = None          # the ops each device ran, and its waits for peers
     steps_of_trace: int = 0                          # steps in the whole trace
     step_window: Optional[tuple[int, int]] = None    # (first, last) step number analyzed, when a window was asked
+    graphs: dict[str, GraphCounts] = dataclasses.field(default_factory=dict)   # plane -> its command buffers' kernels
+    graphs_missing: dict[str, str] = dataclasses.field(default_factory=dict)   # module -> why its kernels stay unattributed
 
 
 class StepWindowError(ValueError):
     """The steps asked for are not in the trace."""
 
 
-def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
+def read_timeline(profile_data, steps: Optional[slice] = None, protos=None) -> Timeline:
     """The trace's timeline; with `steps` (a slice of step numbers: A to B-1), every figure is over
-    those steps only: the ops, copies, host events and waits that start inside them."""
+    those steps only: the ops, copies, host events and waits that start inside them. `protos(keys)`
+    gives the HLO of programs by `name(program_id)`: the schedules that attribute the kernels of
+    command buffers to their instructions."""
     acc = OpAccumulator()
     prefixes = ("/device:GPU", "/device:TPU")
     if hasattr(profile_data, "planes_named"):   # the streaming reader parses only these planes
@@ -58,7 +62,8 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
     host_events: list[HostEvent] = []
 
     backend, device_name, device_stats = "cpu", "", {}
-    planes = [device_plane(p, acc) for p in device_planes]
+    programs = Programs(protos) if protos is not None else None
+    planes = [device_plane(p, acc, programs) for p in device_planes]
     active = [r for r in planes if r.active]
     if active:
         backend = "tpu" if active[0].name.startswith("/device:TPU") else "gpu"
@@ -109,7 +114,9 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
                     host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns),
                     devices=devices, allocators=allocator_peaks(alloc, alloc_events, window), device_ops=acc.device_ops,
                     steps_of_trace=len(all_steps),
-                    step_window=(chosen[0].number, chosen[-1].number) if steps is not None else None)
+                    step_window=(chosen[0].number, chosen[-1].number) if steps is not None else None,
+                    graphs={r.name: r.graphs for r in planes if r.graphs.kernels or r.graphs.unattributed},
+                    graphs_missing=dict(programs.missing) if programs is not None else {})
 
 
 def _slice_text(steps: slice) -> str:

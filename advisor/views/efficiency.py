@@ -229,13 +229,19 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
     peak_flops = peak.flops_per_s if peak else None
     peak_bw = peak.bytes_per_s if peak else None
 
+    l2 = {id(r) for r in rows if served_from_l2(r, peak)}
     for r in rows:
         if r.time_ns <= 0:
             continue
         if r.flops:
             checked(r.flops / (r.time_ns / 1e9), peak_flops, f"op {r.name}: {_rate(r.flops / (r.time_ns / 1e9))}")
-        if r.bytes:
+        if r.bytes and id(r) not in l2:
             checked(r.bytes / (r.time_ns / 1e9), peak_bw, f"op {r.name}: {_bw(r.bytes / (r.time_ns / 1e9))}")
+    if l2:
+        l2_ns = sum(r.time_ns for r in rows if id(r) in l2)
+        notes.append(f"{len(l2)} op(s) ({l2_ns / total_ns:.1%} of op time) move their bytes faster than the HBM "
+                     f"peak allows while one execution's traffic fits in the {peak.l2_bytes / 1e6:.0f} MB L2 "
+                     f"({peak.l2_source}): served from L2, so their bytes are not charged to HBM bandwidth")
 
     categories = []
     by_cat: dict[str, list[OpRow]] = collections.defaultdict(list)
@@ -248,6 +254,9 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         b = sum(r.bytes for r in members)
         fr = f / t if f is not None and t > 0 else None
         br = b / t if t > 0 else None
+        hbm = [r for r in members if id(r) not in l2]      # what reaches HBM: ops served from L2 aside
+        hbm_t = sum(r.time_ns for r in hbm) / 1e9
+        hbm_r = sum(r.bytes for r in hbm) / hbm_t if hbm_t > 0 else None
         by_bound: dict[str, float] = collections.defaultdict(float)
         for r in members:
             if bounds[id(r)]:
@@ -256,7 +265,8 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
             "category": cat, "time_s": _round(t, 6), "flops": f, "bytes": b,
             "flops_per_s": _round(fr), "bytes_per_s": _round(br),
             "flops_share_of_peak": _round(checked(fr, peak_flops, f"{cat} ops: {_rate(fr)}")),
-            "bytes_share_of_peak": _round(checked(br, peak_bw, f"{cat} ops: {_bw(br)}")),
+            "bytes_share_of_peak": _round(checked(hbm_r, peak_bw, f"{cat} ops: {_bw(hbm_r)}")),
+            "l2_time_s": _round(sum(r.time_ns for r in members if id(r) in l2) / 1e9, 6),
             "bound": max(by_bound, key=by_bound.get) if by_bound else None})
 
     # per step: over the profiled steps; a trace without steps: over its traced window, as one "step"
@@ -286,7 +296,7 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         notes.append(f"{unknown_share:.1%} of op time is in ops whose FLOPs the HLO does not say "
                      f"({', '.join(unknown[:4])}): not counted")
 
-    bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share)
+    bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share, l2)
     return {
         "flops_per_step": flops / per * devices,
         "bytes_per_step": nbytes / per * devices,
@@ -305,7 +315,7 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         "latency_threshold_us": LATENCY_NS / 1e3,
         "unknown_flops_time_share": _round(unknown_ns / total_ns) if total_ns else None,
         "categories": categories,
-        "ops": [_op_json(r, bounds[id(r)], peak) for r in rows[:TOP_OPS]],
+        "ops": [_op_json(r, bounds[id(r)], peak, id(r) in l2) for r in rows[:TOP_OPS]],
         "notes": notes,
     }
 
@@ -319,18 +329,26 @@ def roof_share(r: OpRow, peak: Optional[Peak]) -> Optional[float]:
     return at_roof_s / (r.time_ns / 1e9)
 
 
-def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak]) -> dict[str, Any]:
+def served_from_l2(r: OpRow, peak: Optional[Peak]) -> bool:
+    """Whether the op moves its bytes faster than the HBM peak allows while one execution's traffic
+    fits in the device's L2: its data was on chip (just written by the op before), not in HBM."""
+    if peak is None or not peak.bytes_per_s or not peak.l2_bytes or r.time_ns <= 0 or not r.executions:
+        return False
+    return r.bytes / (r.time_ns / 1e9) > peak.bytes_per_s and r.bytes / r.executions <= peak.l2_bytes
+
+
+def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak], l2: bool = False) -> dict[str, Any]:
     t = r.time_ns / 1e9
-    share = roof_share(r, peak) if bound != "communication" else None
+    share = roof_share(r, peak) if bound != "communication" and not l2 else None
     return {"name": r.name, "module": r.module, "category": r.category, "time_s": _round(t, 6),
             "executions": _round(r.executions, 6), "flops": r.flops, "bytes": r.bytes, "intensity": _round(r.intensity),
             "flops_per_s": _round(r.flops / t) if r.flops is not None and t > 0 else None,
-            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound,
+            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound, "served_from_l2": l2,
             "roof_share": _round(share) if share is not None and share <= 1 else None}
 
 
 def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[Peak], mfu: Optional[float],
-             per: int, step_s: Optional[float], unknown_share: float) -> tuple[Optional[str], str]:
+             per: int, step_s: Optional[float], unknown_share: float, l2: frozenset = frozenset()) -> tuple[Optional[str], str]:
     """The step's bound: whichever of host idle, exposed communication and the device's compute-,
     memory- and latency-bound op time takes most of the step (ops whose bound is unknown aside)."""
     devices = profile.device_activity
@@ -376,8 +394,9 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
             "matmul throughput share unknown"
         return "compute", f"compute-bound: compute-bound ops take {pct}, {at}" + caveat
     mem = [r for r in rows if bounds[id(r)] == "memory"]
-    t = sum(r.time_ns for r in mem) / 1e9
-    rate = sum(r.bytes for r in mem) / t if t > 0 else None
+    hbm = [r for r in mem if id(r) not in l2]
+    t = sum(r.time_ns for r in hbm) / 1e9
+    rate = sum(r.bytes for r in hbm) / t if t > 0 else None
     share = _share(rate, peak.bytes_per_s if peak else None)
     names = ", ".join(r.name for r in mem[:3])
     at = f"at {share:.0%} of HBM bandwidth" if share is not None and share <= 1 else "bandwidth share unknown"
