@@ -255,6 +255,7 @@ class Step:
     start_ns: float
     end_ns: float
     annotated: bool = True      # False: inferred from the step program's executions
+    device_timed: bool = False  # True: timed by the device work its annotation launched (the step does not block)
 
     @property
     def duration_ns(self) -> float:

@@ -68,6 +68,20 @@ class PlaneEvents:
         summary.busy = as_spans(*merged(starts[compute], starts[compute] + durs[compute]))
         return summary
 
+    def launch_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(correlation id, first start, last end) of the kernels of each launch (a graph's launch
+        runs many kernels under one id), over the whole trace."""
+        starts, durs, _, kernel, correlation = self._columns(None)
+        has = kernel & (correlation >= 0)
+        if not has.any():
+            return np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
+        ids, inverse = np.unique(correlation[has], return_inverse=True)
+        first = np.full(len(ids), np.inf)
+        last = np.full(len(ids), -np.inf)
+        np.minimum.at(first, inverse, starts[has])
+        np.maximum.at(last, inverse, starts[has] + durs[has])
+        return ids, first, last
+
     def kernel_starts(self, window) -> tuple[np.ndarray, np.ndarray]:
         """(correlation id, start) of the kernels that start in window: one per id, the last read."""
         starts, _, _, kernel, correlation = self._columns(None)

@@ -9,13 +9,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+import numpy as np
+
 from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
 from .columns import in_window
 from .device_planes import GraphCounts, Programs, device_plane
 from .host_lines import (CPU_EXECUTOR_PREFIXES, AllocatorEvents, Launches, allocator_peaks, cpu_op_line, h2d_transfer,
                          host_pass)
 from .ops import NO_MODULE, DeviceOps, OpAccumulator
-from .steps import steps_from
+from .steps import device_timed, steps_from
 
 __all__ = ["NO_MODULE", "Timeline", "read_timeline"]
 
@@ -84,6 +86,11 @@ def read_timeline(profile_data, steps: Optional[slice] = None, protos=None) -> T
     if host is not None:
         marks, alloc = host_pass(host, host_events, launches if active else None, alloc_events)
         all_steps = steps_from(marks, acc.last_end_after, acc.step_runs())
+        if active and all_steps:
+            spans = [r.launch_spans() for r in planes]
+            ids = np.concatenate([s[0] for s in spans])
+            all_steps = device_timed(all_steps, marks, launches.launched_at(ids),
+                                     np.concatenate([s[1] for s in spans]), np.concatenate([s[2] for s in spans]))
     window, chosen = None, all_steps
     if steps is not None:
         chosen = [s for s in all_steps if (steps.start is None or s.number >= steps.start)

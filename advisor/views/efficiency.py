@@ -370,14 +370,14 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
                           "or run `advisor calibrate`")
         return None, "unknown: no op time measured"
     top = max(known, key=known.get)
-    pct = _of_step(known[top], step_ns)
+    pct = _of_step(known[top], step_ns, profile.backend)
     if peak is None and times.get("unknown", 0) > known[top]:
-        share = f" ({_of_step(times['unknown'], step_ns)})" if step_ns else ""
+        share = f" ({_of_step(times['unknown'], step_ns, profile.backend)})" if step_ns else ""
         return None, (f"compute- or memory-bound unknown without peaks: most time is in device ops{share}; pass "
                       "--peak-flops and --peak-bandwidth, or run `advisor calibrate`")
     caveat = ""
     if top in ("compute", "memory", "latency") and times.get("unknown", 0) > known[top]:
-        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns)}) is in ops whose bound is unknown"
+        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns, profile.backend)}) is in ops whose bound is unknown"
                   if step_ns else "; more op time is in ops whose bound is unknown")
         caveat += " (no FLOP count)" if peak is not None else " (no peaks: pass --peak-flops and --peak-bandwidth)"
     if top == "host":
@@ -409,15 +409,16 @@ def _device_share(devices, field: str) -> float:
     return sum(shares) / len(shares) if shares else 0.0
 
 
-def _of_step(ns: float, step_ns: Optional[float]) -> str:
+def _of_step(ns: float, step_ns: Optional[float], backend: str = "cpu") -> str:
     """A time as a share of the step; op time summed over a device's threads (XLA:CPU runs ops side by
-    side) can exceed the step, and is then given in ms, never as a share above 100%."""
+    side) or over kernels that run side by side (GPU streams, a CUDA graph's concurrent kernels) can
+    exceed the step, and is then given in ms, never as a share above 100%."""
     if not step_ns:
         return "most of the device time"
     if ns <= step_ns:
         return f"{ns / step_ns:.0%} of the step"
-    return (f"{ns / 1e6:.3g} ms of op time per step summed over the threads that run ops side by side, "
-            f"more than the {step_ns / 1e6:.3g} ms step")
+    over = "kernels that run side by side" if backend in ("gpu", "tpu") else "the threads that run ops side by side"
+    return f"{ns / 1e6:.3g} ms of op time per step summed over {over}, more than the {step_ns / 1e6:.3g} ms step"
 
 
 def _rate(x: Optional[float]) -> str:

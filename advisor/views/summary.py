@@ -115,6 +115,12 @@ def peak_memory(profile: Profile) -> tuple[Optional[int], Optional[str]]:
     return None, None
 
 
+def _steps_from(steps) -> str:
+    if steps[0].device_timed:
+        return "the device work each step annotation launched (the annotations end before it: the steps do not block)"
+    return "step annotations" if steps[0].annotated else "executions of the step program"
+
+
 def summarize(profile: Profile) -> dict[str, Any]:
     steps = profile.steps
     meta = profile.run_metadata
@@ -122,8 +128,7 @@ def summarize(profile: Profile) -> dict[str, Any]:
     durations = sorted(profile.step_durations_ns())
     out: dict[str, Any] = {
         "steps": len(steps),
-        "steps_from": ("step annotations" if steps[0].annotated else "executions of the step program")
-        if steps else None,
+        "steps_from": _steps_from(steps) if steps else None,
         "step_time_ms": round(step_ns / 1e6, 3) if step_ns is not None else None,
         "step_time_spread_ms": round((durations[-1] - durations[0]) / 1e6, 3) if len(durations) > 1 else None,
         "step_module": profile.step_module,
