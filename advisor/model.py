@@ -231,6 +231,10 @@ class DeviceSummary:
     launch_delay_median_ns: Optional[float] = None  # host launch -> kernel start: how far the host runs ahead
     peak_flops_per_s: Optional[float] = None        # the plane's own peak stats (TPU), where the trace has them
     peak_bytes_per_s: Optional[float] = None
+    graph_launches: int = 0                         # launches of XLA command buffers (CUDA graphs), whole trace
+    graph_kernels: int = 0                          # kernels run inside them and attributed to their instructions
+    graph_unattributed: int = 0                     # kernels inside them no instruction could be matched to
+    graph_unattributed_why: str = ""
 
     @property
     def active(self) -> bool:

@@ -55,12 +55,17 @@ class Thunk(NamedTuple):
     name: str
     kind: str               # "kernel", "library" (custom calls), "copy" (copies and copy-like fusions), "boundary"
     fingerprint: object     # for fusions: what makes two of them the same kernel
+    gemm: bool = False      # a fusion around a dot or convolution: a library (cuBLAS, cuDNN) kernel may run it
 
 
 class Launch(NamedTuple):
-    """A kernel of a launch, as read: its name and what kind of event it is."""
+    """A kernel of a launch, as read: its name (as `kernel_name` spells it) and what kind of event it is."""
     name: str
     kind: str               # "memset", "copy" (driver copy kernels, Memcpy events) or "kernel"
+
+
+def launch(name: str, is_memset: bool, is_copy: bool) -> Launch:
+    return Launch(kernel_name(name), event_kind(name, is_memset, is_copy))
 
 
 def event_kind(name: str, is_memset: bool, is_copy: bool) -> str:
@@ -127,7 +132,10 @@ class Schedule:
                 return Thunk(ins.name, "copy", self._fingerprint(ins, comps, by_id))
             if ins.fusion_kind == "kCustom" and not _named_kernel(ins.name):
                 return Thunk(ins.name, "library", None)
-            return Thunk(ins.name, "kernel", self._fingerprint(ins, comps, by_id))
+            gemm = any(i.opcode in ("dot", "convolution") for i in fused)
+            return Thunk(ins.name, "kernel", self._fingerprint(ins, comps, by_id), gemm)
+        if op in ("dot", "convolution"):      # unfused, a library call runs it
+            return Thunk(ins.name, "library", None)
         return Thunk(ins.name, "kernel", None)
 
     def _fingerprint(self, ins, comps, by_id):
@@ -214,7 +222,7 @@ class Schedule:
                     named.fingerprint == thunk.fingerprint:
                 return _REUSED
             return _WEAK if thunk.kind == "kernel" and named.kind == "kernel" else 0.0
-        if thunk.kind == "library":
+        if thunk.kind == "library" or thunk.gemm:
             return _KIND
         return _WEAK if thunk.kind == "kernel" and _named_kernel(event.name) else 0.0
 
@@ -252,7 +260,7 @@ def _align(events: list[Launch], thunks: list[Thunk], schedule: Schedule) -> tup
                     if s > 0 and here + s > took[i + 1][j + 1]:
                         took[i + 1][j + 1] = here + s
                         came[(i + 1, j + 1, True)] = (*state, j)
-                if state[2] and j > 0 and e.kind == "kernel" and thunks[j - 1].kind == "library" \
+                if state[2] and j > 0 and e.kind == "kernel" and (thunks[j - 1].kind == "library" or thunks[j - 1].gemm) \
                         and schedule.kernel_names.get(e.name) is None:
                     if took[i][j] + _EXTRA_KERNEL > took[i + 1][j]:
                         took[i + 1][j] = took[i][j] + _EXTRA_KERNEL
@@ -274,8 +282,14 @@ def _align(events: list[Launch], thunks: list[Thunk], schedule: Schedule) -> tup
 
 
 def kernel_name(instruction: str) -> str:
-    """The name XLA gives the kernel of an instruction (`loop_add_fusion.3` -> `loop_add_fusion_3`)."""
-    return instruction.replace(".", "_").replace("-", "_")
+    """The name XLA gives the kernel of an instruction (`loop_add_fusion.3` -> `loop_add_fusion_3`):
+    every character a symbol cannot hold becomes `_` (LLVM's SanitizeFunctionName); ROCm adds `.kd`."""
+    if instruction.endswith(".kd"):
+        instruction = instruction[:-3]
+    return _UNSAFE.sub("_", instruction)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
 def _named_kernel(name: str) -> bool:

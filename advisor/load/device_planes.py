@@ -9,7 +9,7 @@ import numpy as np
 
 from ..model import SMALL_KERNEL_NS, DeviceSummary, Transfer
 from .columns import as_spans, chunks_of, merged
-from .command_buffers import COMMAND_BUFFER_OP, Launch, Schedule, event_kind
+from .command_buffers import COMMAND_BUFFER_OP, Launch, Schedule, launch
 from .ops import NO_MODULE, OpAccumulator, module_key
 from .xplane_stream import int_stat
 
@@ -142,7 +142,7 @@ def device_plane(plane, acc: OpAccumulator, programs: Optional["Programs"] = Non
                 op = str(op).split("::")[-1]
                 if COMMAND_BUFFER_OP.match(op):
                     out.add_graph_kernel(start, dur, module, op, corr,
-                                         Launch(name, event_kind(name, "Memset_details" in stats, bool(kind or details))))
+                                         launch(name, "Memset_details" in stats, bool(kind or details)))
                 else:
                     out.add(start, dur, module, op, stats.get("scope_range_id"))
             record.add(chunk.start_ns, chunk.dur_ns, copy, kernel, correlation)
@@ -227,8 +227,8 @@ class StreamOps:
         if schedule is None:
             if self.launch is not None:
                 self._resolve()
-            self._unattributed(dur, self.programs.missing.get(module, "no HLO was read") if self.programs
-                               else "no HLO was read")
+            reason = self.programs.missing.get(module, "no HLO was read") if self.programs else "no HLO was read"
+            self._unattributed(dur, f"{reason} ({module})")
             self._append(start, dur, module, op, ("launch", correlation))
             return
         key = (module, correlation, op)

@@ -161,7 +161,7 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         device_memory_profile=memory_profile,
         run_metadata=meta,
         device_capacity_bytes=_capacity(timeline.device_stats),
-        notes=_window_note(timeline) + cache_notes,
+        notes=_window_note(timeline) + cache_notes + _graph_notes(timeline),
         warnings=warnings,
         busy=timeline.busy,
         host_events=timeline.host_events,
@@ -301,6 +301,23 @@ def merge_hosts(first: Profile, parts: list[HostPart]) -> Profile:
                            "across hosts, GPU kernels): each device's wait in them is estimated as its time beyond "
                            "the shortest device's time in the same collective")
     return first
+
+
+def _graph_notes(timeline: Timeline) -> list[str]:
+    """What became of the kernels XLA ran inside command buffers (CUDA graphs)."""
+    out = []
+    for d in timeline.devices:
+        if not d.graph_launches and not d.graph_unattributed:
+            continue
+        total = d.graph_kernels + d.graph_unattributed
+        text = (f"{d.name}: {total:,} device events (kernels, memsets, copies) ran in {d.graph_launches:,} launches "
+                f"of XLA command buffers (CUDA graphs), whose events name only the buffer; {d.graph_kernels:,} were "
+                "matched to their HLO instructions by the program's schedule (docs/gpu.md)")
+        if d.graph_unattributed:
+            text += (f"; {d.graph_unattributed:,} could not be ({d.graph_unattributed_why}) and are counted as "
+                     "\"other\" under the buffer's name")
+        out.append(text)
+    return out
 
 
 def _compile_in_steps(timeline: Timeline) -> float:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
 from .columns import in_window
-from .device_planes import GraphCounts, Programs, device_plane
+from .device_planes import Programs, device_plane
 from .host_lines import (CPU_EXECUTOR_PREFIXES, AllocatorEvents, Launches, allocator_peaks, cpu_op_line, h2d_transfer,
                          host_pass)
 from .ops import NO_MODULE, DeviceOps, OpAccumulator
@@ -39,8 +39,6 @@ class Timeline:
     device_ops: Optional[DeviceOps] = None          # the ops each device ran, and its waits for peers
     steps_of_trace: int = 0                          # steps in the whole trace
     step_window: Optional[tuple[int, int]] = None    # (first, last) step number analyzed, when a window was asked
-    graphs: dict[str, GraphCounts] = dataclasses.field(default_factory=dict)   # plane -> its command buffers' kernels
-    graphs_missing: dict[str, str] = dataclasses.field(default_factory=dict)   # module -> why its kernels stay unattributed
 
 
 class StepWindowError(ValueError):
@@ -107,6 +105,11 @@ def read_timeline(profile_data, steps: Optional[slice] = None, protos=None) -> T
 
     devices = [r.summarize(window) for r in planes]
     for record, summary in zip(planes, devices):
+        g = record.graphs
+        summary.graph_launches, summary.graph_kernels, summary.graph_unattributed = g.launches, g.kernels, g.unattributed
+        why = g.why
+        summary.graph_unattributed_why = "; ".join(f"{n} kernels: {w}" for w, n in why.items())
+    for record, summary in zip(planes, devices):
         acc.device_busy.extend(summary.busy)
         delays = launches.delays(*record.kernel_starts(window))
         summary.launches_matched = len(delays)
@@ -122,8 +125,7 @@ def read_timeline(profile_data, steps: Optional[slice] = None, protos=None) -> T
                     devices=devices, allocators=allocator_peaks(alloc, alloc_events, window), device_ops=acc.device_ops,
                     steps_of_trace=len(all_steps),
                     step_window=(chosen[0].number, chosen[-1].number) if steps is not None else None,
-                    graphs={r.name: r.graphs for r in planes if r.graphs.kernels or r.graphs.unattributed},
-                    graphs_missing=dict(programs.missing) if programs is not None else {})
+                    )
 
 
 def _slice_text(steps: slice) -> str:

@@ -356,12 +356,15 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     # idle (the idle view, which host-bound reads too) and exposed time as shares of the steps they were
     # measured in, then put on the step used for op time: never more than the whole step
     view = idle.of(profile)      # below host-bound's threshold idle time is no verdict, as the rule is silent
-    idle_ns = view.share * step_ns if view and view.host_bound and step_ns else 0.0
+    idle_ns = view.host_share * step_ns if view and view.host_bound and step_ns else 0.0
+    launch_ns = view.launch_share * step_ns if view and step_ns else 0.0     # gaps between launches: latency
     exposed = _device_share(devices, "exposed_ns") * step_ns if step_ns else 0.0
     by_bound: dict[str, float] = collections.defaultdict(float)
     for r in rows:
         if bounds[id(r)] != "communication":        # collectives count by their exposed time below
             by_bound[bounds[id(r)] or "unknown"] += r.time_ns / per
+    if launch_ns:
+        by_bound["latency"] = by_bound.get("latency", 0.0) + launch_ns
     times = {"host": idle_ns, "communication": exposed, **by_bound}
     known = {k: v for k, v in times.items() if k != "unknown" and v > 0}
     if not known:
@@ -387,8 +390,11 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     if top == "latency":
         short = [r for r in rows if bounds[id(r)] == "latency"]
         n = sum(r.executions for r in short) / per
+        gaps = (f", and the device waits {_of_step(launch_ns, step_ns, profile.backend)} in gaps under "
+                f"{idle.LAUNCH_GAP_NS / 1e3:g} µs between kernels launched one by one" if launch_ns else "")
         return "latency", (f"latency-bound: {n:,.0f} op executions per step under {LATENCY_NS / 1e3:g} µs take "
-                           f"{pct}" + caveat)
+                           f"{_of_step(by_bound.get('latency', 0.0) - launch_ns, step_ns, profile.backend)}{gaps}"
+                           + caveat)
     if top == "compute":
         at = f"at {mfu:.1%} of peak {peak.dtype} matmul throughput (MFU)" if mfu is not None and peak else \
             "matmul throughput share unknown"

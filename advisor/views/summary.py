@@ -26,6 +26,9 @@ def _device_summary(d, steps) -> dict[str, Any]:
                                                                           key=lambda kv: -kv[1])},
         "memory_bytes": d.memory_bytes,
         "launches_matched": d.launches_matched,
+        "command_buffer_launches": d.graph_launches,
+        "command_buffer_kernels": d.graph_kernels,
+        "command_buffer_unattributed": d.graph_unattributed,
         "launch_delay_median_us": round(d.launch_delay_median_ns / 1e3, 3) if d.launch_delay_median_ns is not None
         else None,
     }
