@@ -185,7 +185,7 @@ class Programs:
 class GraphCounts:
     """What the kernels of command buffers on one plane came to (over the whole trace)."""
     launches: int = 0
-    kernels: int = 0
+    kernels: int = 0            # attributed to their instructions
     unattributed: int = 0
     unattributed_ns: float = 0.0
     why: dict[str, int] = dataclasses.field(default_factory=dict)     # reason -> kernels
@@ -248,7 +248,6 @@ class StreamOps:
         self.scopes.append(scope)
 
     def _unattributed(self, dur: float, why: str) -> None:
-        self.graphs.kernels += 1
         self.graphs.unattributed += 1
         self.graphs.unattributed_ns += dur
         self.graphs.why[why] = self.graphs.why.get(why, 0) + 1
