@@ -25,6 +25,7 @@ unattributed, counted and reported with the reason.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple, Optional
 
@@ -54,7 +55,7 @@ class Thunk(NamedTuple):
     """One instruction of a computation's schedule that launches device work."""
     name: str
     kind: str               # "kernel", "library" (custom calls), "copy" (copies and copy-like fusions), "boundary"
-    fingerprint: object     # for fusions: what makes two of them the same kernel
+    fingerprint: object     # for fusions: what two fusions that share a kernel share (`Schedule._key`)
     gemm: bool = False      # a fusion around a dot or convolution: a library (cuBLAS, cuDNN) kernel may run it
 
 
@@ -64,7 +65,9 @@ class Launch(NamedTuple):
     kind: str               # "memset", "copy" (driver copy kernels, Memcpy events) or "kernel"
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def launch(name: str, is_memset: bool, is_copy: bool) -> Launch:
+    """A kernel event as a launch sees it (one per distinct name: kernels repeat every step)."""
     return Launch(kernel_name(name), event_kind(name, is_memset, is_copy))
 
 
@@ -85,8 +88,6 @@ class Schedule:
         proto.ParseFromString(data)
         mod = proto.hlo_module
         comps = {c.id: c for c in mod.computations}
-        by_id = {i.id: i for c in mod.computations for i in c.instructions}
-        self._fingerprints: dict[int, object] = {}
         self.computations: dict[str, list[Thunk]] = {}
         self.kernel_names: dict[str, Thunk] = {}     # a fusion's kernel name -> the fusion
         for entry in mod.schedule.sequences:
@@ -94,6 +95,7 @@ class Schedule:
             if comp is None:
                 continue
             thunks = []
+            by_id = {i.id: i for i in comp.instructions}     # a schedule names its own computation's
             for iid in entry.value.instruction_ids:
                 ins = by_id.get(iid)
                 if ins is None or ins.opcode in _SILENT:
@@ -114,10 +116,11 @@ class Schedule:
         if op in _BOUNDARY:
             return Thunk(ins.name, "boundary", None)
         if op == "async-start":       # runs its wrapped computation's instruction (a fusion, a call)
-            inner = [by_id[r] for cid in ins.called_computation_ids if cid in comps
-                     for r in [comps[cid].root_id] if r in by_id]
+            inner = [i for cid in ins.called_computation_ids if cid in comps
+                     for i in comps[cid].instructions if i.id == comps[cid].root_id]
             if inner:       # its kernels carry the wrapped instruction's name, as without graphs
-                return self._thunk(inner[0], comps, by_id)
+                wrapped = comps[ins.called_computation_ids[0]]
+                return self._thunk(inner[0], comps, {i.id: i for i in wrapped.instructions})
         if op == "copy" or op == "copy-start":
             return Thunk(ins.name, "copy", None)
         if op == "custom-call" or op.endswith("-start") or op in ("all-reduce", "all-gather", "reduce-scatter",
@@ -129,31 +132,26 @@ class Schedule:
             moving = [i for i in fused if i.shape.dimensions]     # scalar ops compute indices only
             if moving and all(i.opcode in _COPY_LIKE_FUSED for i in moving) and \
                     any(i.opcode in ("dynamic-update-slice", "copy", "slice", "dynamic-slice") for i in moving):
-                return Thunk(ins.name, "copy", self._fingerprint(ins, comps, by_id))
+                return Thunk(ins.name, "copy", self._key(ins, fused, by_id))
             if ins.fusion_kind == "kCustom" and not _named_kernel(ins.name):
                 return Thunk(ins.name, "library", None)
             gemm = any(i.opcode in ("dot", "convolution") for i in fused)
-            return Thunk(ins.name, "kernel", self._fingerprint(ins, comps, by_id), gemm)
+            return Thunk(ins.name, "kernel", self._key(ins, fused, by_id), gemm)
         if op in ("dot", "convolution"):      # unfused, a library call runs it
             return Thunk(ins.name, "library", None)
         return Thunk(ins.name, "kernel", None)
 
-    def _fingerprint(self, ins, comps, by_id):
-        """The fused computation's structure (opcodes, shapes, operand wiring, dimensions) with the
-        fusion's operand and result shapes: two fusions alike in all of these share a kernel."""
-        if ins.id not in self._fingerprints:
-            parts = [_shape_key(ins.shape), tuple(_shape_key(by_id[o].shape) for o in ins.operand_ids if o in by_id),
-                     ins.fusion_kind]
-            for cid in ins.called_computation_ids:
-                comp = comps.get(cid)
-                if comp is None:
-                    continue
-                index = {i.id: k for k, i in enumerate(comp.instructions)}
-                parts.append(tuple((i.opcode, _shape_key(i.shape), tuple(index.get(o, -1) for o in i.operand_ids),
-                                    tuple(i.dimensions), int(i.parameter_number), i.custom_call_target)
-                                   for i in comp.instructions))
-            self._fingerprints[ins.id] = hash(tuple(parts))
-        return self._fingerprints[ins.id]
+    def _key(self, ins, fused, by_id) -> tuple:
+        """What two fusions that share a kernel share: the fusion kind, the result and operand shapes,
+        and the fused computation's opcodes and element types in order (XLA reuses a kernel only for
+        fusions whose fused computations are identical)."""
+        return (ins.fusion_kind, _shape_key(ins.shape),
+                tuple(_shape_key(by_id[o].shape) for o in ins.operand_ids if o in by_id),
+                tuple((i.opcode, i.shape.element_type) for i in fused))
+
+    def same_kernel(self, a: Thunk, b: Thunk) -> bool:
+        """Whether XLA would run two fusions with one kernel (see `_key`)."""
+        return a.fingerprint is not None and a.fingerprint == b.fingerprint
 
     def attribute(self, launch: list[Launch]) -> tuple[list[Optional[str]], str]:
         """The instruction each kernel of one launch ran (None: unattributed) and the computation
@@ -170,7 +168,7 @@ class Schedule:
         best: tuple[float, list[Optional[int]], str] = (float("-inf"), [None] * len(events), "")
         for comp_name, lo, hi in self._candidates(events):
             thunks = self.computations[comp_name][lo:hi]
-            score, match = _align(events, thunks, self)
+            score, match = _anchored(events, thunks, self)
             if score > best[0]:
                 best = (score, [None if m is None else m + lo for m in match], comp_name)
         _, match, comp_name = best
@@ -218,13 +216,98 @@ class Schedule:
         if named is not None:
             if named.name == thunk.name:
                 return _EXACT
-            if thunk.kind in ("kernel", "copy") and named.fingerprint is not None and \
-                    named.fingerprint == thunk.fingerprint:
+            if thunk.kind in ("kernel", "copy") and self.same_kernel(named, thunk):
                 return _REUSED
             return _WEAK if thunk.kind == "kernel" and named.kind == "kernel" else 0.0
         if thunk.kind == "library" or thunk.gemm:
             return _KIND
         return _WEAK if thunk.kind == "kernel" and _named_kernel(event.name) else 0.0
+
+
+_DP_CELLS = 250_000      # a stretch between anchors larger than this is matched greedily, in order
+
+
+def _anchored(events: list[Launch], thunks: list[Thunk], schedule: Schedule) -> tuple[float, list[Optional[int]]]:
+    """`_align` made fast on launches of thousands of kernels: the kernels named after an instruction
+    of the stretch, in order, are anchors (the longest chain whose instructions come in schedule
+    order; a reused kernel's name points elsewhere and falls out of the chain), and only the events
+    between two anchors are aligned against the instructions between them."""
+    index = {kernel_name(t.name): k for k, t in enumerate(thunks) if t.kind != "boundary"}
+    alike: dict[object, list[int]] = {}
+    for k, t in enumerate(thunks):
+        if t.fingerprint is not None and t.kind != "boundary":
+            alike.setdefault(t.fingerprint, []).append(k)
+    pairs = []      # (event, thunk): each event's possible instructions, latest first (one per event in a chain)
+    for i, e in enumerate(events):
+        named = schedule.kernel_names.get(e.name) if e.kind == "kernel" else None
+        if named is None:
+            continue
+        here = {k for k in alike.get(named.fingerprint, ()) if schedule.same_kernel(named, thunks[k])} \
+            if named.fingerprint is not None else set()
+        if e.name in index:
+            here.add(index[e.name])
+        pairs.extend((i, k) for k in sorted(here, reverse=True))
+    anchors = _chain(pairs)
+    n, m = len(events), len(thunks)
+    match: list[Optional[int]] = [None] * n
+    score = 0.0
+    for (i0, j0), (i1, j1) in zip([(-1, -1)] + anchors, anchors + [(n, m)]):
+        if i1 - i0 > 1:
+            part, lo = events[i0 + 1:i1], j0 + 1
+            stretch = thunks[lo:j1]
+            if len(part) * max(len(stretch), 1) <= _DP_CELLS:
+                s, got = _align(part, stretch, schedule)
+            else:
+                s, got = _greedy(part, stretch, schedule)
+            score += s
+            for k, g in enumerate(got):
+                match[i0 + 1 + k] = None if g is None else g + lo
+        if i1 < n:
+            match[i1] = j1
+            score += schedule.matches(events[i1], thunks[j1])
+    return score, match
+
+
+def _chain(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of (event, thunk) pairs whose thunks strictly increase with the events
+    (patience sorting, O(n log n)); an event's pairs are listed latest thunk first, so a chain takes
+    at most one of them."""
+    import bisect
+
+    tails: list[int] = []          # tails[k]: the smallest thunk index ending a chain of length k+1
+    tail_at: list[int] = []        # the pair index of that tail
+    back = [-1] * len(pairs)
+    for p, (_, j) in enumerate(pairs):    # an event's pairs come latest thunk first: at most one in a chain
+        k = bisect.bisect_left(tails, j)
+        if k == len(tails):
+            tails.append(j)
+            tail_at.append(p)
+        else:
+            tails[k], tail_at[k] = j, p
+        back[p] = tail_at[k - 1] if k else -1
+    out, p = [], tail_at[-1] if tail_at else -1
+    while p >= 0:
+        out.append(pairs[p])
+        p = back[p]
+    return out[::-1]
+
+
+def _greedy(events: list[Launch], thunks: list[Thunk], schedule: Schedule) -> tuple[float, list[Optional[int]]]:
+    """Each event on the next instruction it can be, in order (for stretches too large to align)."""
+    match: list[Optional[int]] = []
+    score, j = 0.0, 0
+    for e in events:
+        k = j
+        while k < len(thunks) and schedule.matches(e, thunks[k]) <= 0:
+            k += 1
+        if k < len(thunks):
+            match.append(k)
+            score += schedule.matches(e, thunks[k])
+            j = k + 1
+        else:
+            match.append(None)
+            score -= _LEFT_OVER
+    return score, match
 
 
 def _align(events: list[Launch], thunks: list[Thunk], schedule: Schedule) -> tuple[float, list[Optional[int]]]:

@@ -193,8 +193,8 @@ class ModuleCost:
         buffer an in-place dynamic-update-slice or scatter updates is neither read nor written whole
         (the update is), and every other operand is read once, the result written once."""
         comp = self.comps.get(ins.called_computation_ids[0]) if ins.called_computation_ids else None
-        if comp is None:
-            return float(self.operand_bytes(ins) + out_bytes)
+        if comp is None or not any(i.opcode in _PARTIAL for i in comp.instructions):
+            return float(self.operand_bytes(ins) + out_bytes)      # every operand read whole
         inner = {i.id: i for i in comp.instructions}
         users: dict[int, list] = {}
         for i in comp.instructions:
@@ -340,6 +340,7 @@ class ModuleCost:
 
 
 _VIEWS = ("bitcast", "reshape")          # a parameter seen through these is still the parameter
+_PARTIAL = frozenset({"slice", "dynamic-slice", "gather", "dynamic-update-slice", "scatter"})    # touch part of a buffer
 _SLICING = ("slice", "dynamic-slice", "gather")
 
 

@@ -106,15 +106,20 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         raise
     ran = {op.module for op in timeline.ops}
     aliases = cached_program_aliases(pending.names, ran, timeline.ops, pending.protos)
-    xprof = pending.finish(aliases.get(step_module, step_module))
-    protos = dict(xprof.hlo_protos)
-    for key, registered in aliases.items():
-        if registered in protos:
-            protos[key] = protos.pop(registered)
+    try:
+        pending.ask(aliases.get(step_module, step_module))     # the memory viewer runs while the HLO is parsed
+        sliced = pending.all_protos()
+        modules = _modules(_renamed(sliced, aliases), warnings, step_module, ran) if sliced is not None else None
+    except BaseException:
+        pending.cancel()
+        raise
+    xprof = pending.finish()
+    protos = _renamed(dict(xprof.hlo_protos), aliases)
+    if modules is None:
+        modules = _modules(protos, warnings, step_module, ran)
     cache_notes = [f"the HLO of {key} is registered as {registered} in the trace (a program loaded from a "
                    "persistent compilation cache gets a new id there): read from there"
                    for key, registered in sorted(aliases.items())]
-    modules = _modules(protos, warnings, step_module, ran)
     unsimulated = step_module in modules and lacks_heap_simulation(protos[step_module])
     memory = _memory_at_peak(xprof.memory_viewer, step_module) if step_module in modules and not unsimulated else None
     if unsimulated:
@@ -170,6 +175,14 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         allocators=timeline.allocators,
         hosts=hosts,
     )
+
+
+def _renamed(protos: dict[str, bytes], aliases: dict[str, str]) -> dict[str, bytes]:
+    """The HLO by the key the program's ops carry (a cached program's is registered under another)."""
+    for key, registered in aliases.items():
+        if registered in protos:
+            protos[key] = protos.pop(registered)
+    return protos
 
 
 def cached_program_aliases(registered: Optional[list[str]], ran: set[str], ops=(),
