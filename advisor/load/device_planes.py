@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Optional
 
 import numpy as np
@@ -16,6 +17,7 @@ from .xplane_stream import int_stat
 _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "MemcpyP2P": "P2P",
                  "MemcpyOther": "Other", "CopyDeviceToDevice": "D2D", "CopyHostToDevice": "H2D",
                  "CopyDeviceToHost": "D2H"}
+_DRIVER_KERNEL = re.compile(r"(Memset|memcpy\d*(_(pre|post))?$|__amd_rocclr_(fill|copy)Buffer)")   # the driver's, not XLA's
 _DEVICE_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "memcpy_details", "kernel_details",
                            "correlation_id", "scope_range_id", "Memset_details"})
 
@@ -144,7 +146,8 @@ def device_plane(plane, acc: OpAccumulator, programs: Optional["Programs"] = Non
                     out.add_graph_kernel(start, dur, module, op, corr,
                                          launch(name, "Memset_details" in stats, bool(kind or details)))
                 else:
-                    out.add(start, dur, module, op, stats.get("scope_range_id"))
+                    out.add(start, dur, module, op, stats.get("scope_range_id"), name,
+                            "Memset_details" in stats or bool(kind or details) or _DRIVER_KERNEL.match(name) is not None)
             record.add(chunk.start_ns, chunk.dur_ns, copy, kernel, correlation)
             out.flush()
         out.close()
@@ -215,11 +218,24 @@ class StreamOps:
         self.launch_first = 0
         self.launch_events: list[Launch] = []
         self.previous: Optional[tuple] = None    # (module, op, scope) of the last event flushed
+        self._last: Optional[tuple] = None       # (module, op, kernel, ancillary) of the last event without scope id
+        self._executions = 0
 
-    def add(self, start: float, dur: float, module: str, op: str, scope) -> None:
+    def add(self, start: float, dur: float, module: str, op: str, scope, kernel: str = "",
+            ancillary: bool = False) -> None:
+        """An event launched on its own. Its execution: the thunk's scope range id where the trace
+        has one; else (older traces) it continues the previous event's when that ran the same op and
+        one of the two is a driver memset or copy, or their kernels differ (a library call's
+        kernels), and starts a new one when the same kernel runs again (the op called again)."""
         if self.launch is not None:
             self._resolve()
-        self._append(start, dur, module, op, ("scope", scope) if scope is not None else ("line",))
+        if scope is None:
+            last = self._last
+            if not (last and last[0] == module and last[1] == op and (ancillary or last[3] or kernel != last[2])):
+                self._executions += 1
+            self._last = (module, op, kernel, ancillary)
+            scope = self._executions
+        self._append(start, dur, module, op, ("scope", scope))
 
     def add_graph_kernel(self, start: float, dur: float, module: str, op: str, correlation: int,
                          launch: Launch) -> None:
