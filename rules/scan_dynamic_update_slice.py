@@ -191,5 +191,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="dynamic-update-slice copies inside scan (while) bodies take a material share of op time",
     check=check,
+    needs=("hlo",),
     doc=__doc__,
 )
