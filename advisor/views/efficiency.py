@@ -33,6 +33,7 @@ from ..categories import categorize
 from ..model import Instruction, OpStat, Profile
 from ..peaks import Peak, UserPeaks, dtype_class, match_row, row_peak
 from . import idle
+from .basis import verdict_basis, with_basis
 
 LATENCY_NS = 5_000.0          # an op execution shorter than this cannot reach either roof (launch latency)
 TOP_OPS = 60                  # op rows kept in the JSON (by time) for the roofline chart
@@ -254,6 +255,8 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
                 by_bound[bounds[id(r)]] += r.time_ns
         categories.append({
             "category": cat, "time_s": _round(t, 6), "flops": f, "bytes": b,
+            "time_per_step_s": _round(t / max(steps, 1), 6),
+            "flops_per_step": f / max(steps, 1) if f is not None else None, "bytes_per_step": b / max(steps, 1),
             "flops_per_s": _round(fr), "bytes_per_s": _round(br),
             "flops_share_of_peak": _round(checked(fr, peak_flops, f"{cat} ops: {_rate(fr)}")),
             "bytes_share_of_peak": _round(checked(br, peak_bw, f"{cat} ops: {_bw(br)}")),
@@ -287,6 +290,8 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
                      f"({', '.join(unknown[:4])}): not counted")
 
     bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share)
+    basis = verdict_basis(profile, rows, bounds, peak, per, step_s, bound)
+    verdict = with_basis(verdict, basis, steps)
     return {
         "flops_per_step": flops / per * devices,
         "bytes_per_step": nbytes / per * devices,
@@ -298,14 +303,14 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         "achieved_flops_per_s": _round(achieved_f * devices) if achieved_f is not None else None,
         "achieved_bytes_per_s": _round(achieved_b * devices) if achieved_b is not None else None,
         "mfu": _round(mfu), "hfu": _round(hfu),
-        "bound": bound, "verdict": verdict,
+        "bound": bound, "verdict": verdict, "verdict_basis": basis,
         "peak": peak.to_json() if peak else None,
         "matmul_dtype": dtype or None,
         "ridge_flops_per_byte": _round(peak_flops / peak_bw) if peak_flops and peak_bw else None,
         "latency_threshold_us": LATENCY_NS / 1e3,
         "unknown_flops_time_share": _round(unknown_ns / total_ns) if total_ns else None,
         "categories": categories,
-        "ops": [_op_json(r, bounds[id(r)], peak) for r in rows[:TOP_OPS]],
+        "ops": [_op_json(r, bounds[id(r)], peak, per) for r in rows[:TOP_OPS]],
         "notes": notes,
     }
 
@@ -319,10 +324,11 @@ def roof_share(r: OpRow, peak: Optional[Peak]) -> Optional[float]:
     return at_roof_s / (r.time_ns / 1e9)
 
 
-def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak]) -> dict[str, Any]:
+def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak], per: int = 1) -> dict[str, Any]:
     t = r.time_ns / 1e9
     share = roof_share(r, peak) if bound != "communication" else None
     return {"name": r.name, "module": r.module, "category": r.category, "time_s": _round(t, 6),
+            "time_per_step_s": _round(t / per, 6),
             "executions": _round(r.executions, 6), "flops": r.flops, "bytes": r.bytes, "intensity": _round(r.intensity),
             "flops_per_s": _round(r.flops / t) if r.flops is not None and t > 0 else None,
             "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound,
