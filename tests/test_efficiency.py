@@ -184,28 +184,6 @@ def test_check_gates_on_mfu_and_compare_shows_it():
     assert "MFU" in out and "14.7%" in out and "--peak-flops" in out
 
 
-def test_calibrate_measures_and_analyze_uses_it(tmp_path, monkeypatch):
-    """advisor calibrate stores this host's figures; analyze uses them for a trace of the same host."""
-    import json
-    import socket
-
-    from advisor import calibrate
-
-    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path))
-    out = cli("calibrate", "--size", "128", "--stream-mib", "16")
-    assert out.returncode == 0 and "matmul" in out.stdout and "stream" in out.stdout
-    mine = calibrate.stored("cpu", socket.gethostname())
-    assert mine.flops_per_s > 0 and mine.bytes_per_s > 0 and "advisor calibrate" in mine.flops_source
-    # the committed trace was recorded on a host named "vm": a calibration of that host is used for it
-    entry = dict(json.loads((tmp_path / calibrate.FILE).read_text())[0], host="vm",
-                 flops_per_s=200e9, bytes_per_s=20e9)
-    calibrate.save(entry)
-    eff = json.loads(cli("analyze", FIXTURES / "transformer_scan", "--format", "json").stdout)[
-        "runs"][0]["summary"]["efficiency"]
-    assert eff["peak"]["source"].startswith("measured on vm by advisor calibrate")
-    assert eff["mfu"] == pytest.approx(0.147, abs=0.002)
-
-
 def test_collectives_are_communication_not_a_roofline():
     """8 simulated devices, data parallel: the exposed all-reduces lead the step (comm-bound), and no
     collective is called memory-bound for moving bytes without FLOPs."""

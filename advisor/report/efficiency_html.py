@@ -66,6 +66,9 @@ def _roofline(eff: dict) -> Optional[str]:
         ax.plot(grid, [min(f_peak, b_peak * x) for x in grid], color="#2c3e50", linewidth=1.2,
                 label=f"roofs: {rate(f_peak)}, {rate(b_peak, 'B/s')}")
         ax.axvline(f_peak / b_peak, color="#2c3e50", linewidth=0.6, linestyle=":")
+        for roof in [r for r in peak.get("bandwidth_roofs") or [] if r.get("fits_bytes")]:   # calibrated caches
+            ax.plot(grid, [min(f_peak, roof["bytes_per_s"] * x) for x in grid], color="#2c3e50", linewidth=0.8,
+                    linestyle="--", label=escape.mathtext(f"{roof['level']}: {rate(roof['bytes_per_s'], 'B/s')}"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
