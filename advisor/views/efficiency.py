@@ -33,6 +33,7 @@ from ..categories import categorize
 from ..model import Instruction, OpStat, Profile
 from ..peaks import Peak, UserPeaks, dtype_class, match_row, row_peak
 from . import idle
+from .basis import verdict_basis, with_basis
 
 LATENCY_NS = 5_000.0          # an op execution shorter than this cannot reach either roof (launch latency)
 TOP_OPS = 60                  # op rows kept in the JSON (by time) for the roofline chart
@@ -158,15 +159,19 @@ def device_peak(profile: Profile, dtype: str, user: Optional[UserPeaks] = None) 
     elif profile.backend != "cpu":
         row = match_row(profile.device_name)
     base = trace_peak or (row_peak(row, dtype) if row else None)
+    not_used = ""
     if not user and base is None and profile.hosts:
-        from ..calibrate import stored
+        from ..calibrate import for_trace
 
-        user = stored(profile.backend, profile.hosts[0].name)    # advisor calibrate, on the host of the trace
+        # advisor calibrate's figures, where the trace's run records the machine they were measured on
+        user, not_used = for_trace(profile.backend, profile.hosts[0].name, profile.run_metadata)
     if user:
         return user.over(base, socket.gethostname() if profile.backend == "cpu" else profile.device_name,
                          dtype_class(dtype)), ""
     if base is not None:
         return base, ""
+    if not_used:
+        return None, f"no peak: {not_used}"
     if profile.backend == "cpu":
         return None, ("no peak for a CPU host: pass --peak-flops and --peak-bandwidth, or measure this host "
                       "with `advisor calibrate`")
@@ -184,7 +189,22 @@ def op_bound(row: OpRow, peak: Optional[Peak]) -> Optional[str]:
     if row.flops is None:
         return None
     intensity = row.flops / row.bytes if row.bytes > 0 else float("inf")
-    return "compute" if intensity >= peak.flops_per_s / peak.bytes_per_s else "memory"
+    return "compute" if intensity >= peak.flops_per_s / bandwidth_roof(row, peak) else "memory"
+
+
+def bandwidth_roof(row: OpRow, peak: Peak) -> Optional[float]:
+    """The bandwidth the op can reach: the peak's, or with advisor calibrate's cache and DRAM roofs, the
+    fastest of a level its working set (the bytes one execution moves) fits in."""
+    return peak.bandwidth_for(row.bytes / row.executions if row.executions else row.bytes)
+
+
+def _mean_roof(rows: list[OpRow], peak: Optional[Peak]) -> Optional[float]:
+    """The bandwidth roof of a group of ops, weighted by their time: their bytes over it is the share of
+    what each could move at its own roof in the time it took (the peak's bandwidth with one roof)."""
+    if peak is None or not peak.bytes_per_s:
+        return None
+    t = sum(r.time_ns for r in rows)
+    return sum(r.time_ns * bandwidth_roof(r, peak) for r in rows) / t if t > 0 else peak.bytes_per_s
 
 
 def _share(value: Optional[float], peak: Optional[float]) -> Optional[float]:
@@ -229,13 +249,20 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
     peak_flops = peak.flops_per_s if peak else None
     peak_bw = peak.bytes_per_s if peak else None
 
+    l2 = {id(r) for r in rows if served_from_l2(r, peak)}
     for r in rows:
         if r.time_ns <= 0:
             continue
         if r.flops:
             checked(r.flops / (r.time_ns / 1e9), peak_flops, f"op {r.name}: {_rate(r.flops / (r.time_ns / 1e9))}")
-        if r.bytes:
-            checked(r.bytes / (r.time_ns / 1e9), peak_bw, f"op {r.name}: {_bw(r.bytes / (r.time_ns / 1e9))}")
+        if r.bytes and id(r) not in l2:
+            checked(r.bytes / (r.time_ns / 1e9), bandwidth_roof(r, peak) if peak_bw else None,
+                    f"op {r.name}: {_bw(r.bytes / (r.time_ns / 1e9))}")
+    if l2:
+        l2_ns = sum(r.time_ns for r in rows if id(r) in l2)
+        notes.append(f"{len(l2)} op(s) ({l2_ns / total_ns:.1%} of op time) move their bytes faster than the HBM "
+                     f"peak allows while one execution's traffic fits in the {peak.l2_bytes / 1e6:.0f} MB L2 "
+                     f"({peak.l2_source}): served from L2, so their bytes are not charged to HBM bandwidth")
 
     categories = []
     by_cat: dict[str, list[OpRow]] = collections.defaultdict(list)
@@ -248,15 +275,21 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         b = sum(r.bytes for r in members)
         fr = f / t if f is not None and t > 0 else None
         br = b / t if t > 0 else None
+        hbm = [r for r in members if id(r) not in l2]      # what reaches HBM: ops served from L2 aside
+        hbm_t = sum(r.time_ns for r in hbm) / 1e9
+        hbm_r = sum(r.bytes for r in hbm) / hbm_t if hbm_t > 0 else None
         by_bound: dict[str, float] = collections.defaultdict(float)
         for r in members:
             if bounds[id(r)]:
                 by_bound[bounds[id(r)]] += r.time_ns
         categories.append({
             "category": cat, "time_s": _round(t, 6), "flops": f, "bytes": b,
+            "time_per_step_s": _round(t / max(steps, 1), 6),
+            "flops_per_step": f / max(steps, 1) if f is not None else None, "bytes_per_step": b / max(steps, 1),
             "flops_per_s": _round(fr), "bytes_per_s": _round(br),
             "flops_share_of_peak": _round(checked(fr, peak_flops, f"{cat} ops: {_rate(fr)}")),
-            "bytes_share_of_peak": _round(checked(br, peak_bw, f"{cat} ops: {_bw(br)}")),
+            "bytes_share_of_peak": _round(checked(hbm_r, _mean_roof(hbm, peak), f"{cat} ops: {_bw(hbm_r)}")),
+            "l2_time_s": _round(sum(r.time_ns for r in members if id(r) in l2) / 1e9, 6),
             "bound": max(by_bound, key=by_bound.get) if by_bound else None})
 
     # per step: over the profiled steps; a trace without steps: over its traced window, as one "step"
@@ -286,7 +319,9 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         notes.append(f"{unknown_share:.1%} of op time is in ops whose FLOPs the HLO does not say "
                      f"({', '.join(unknown[:4])}): not counted")
 
-    bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share)
+    bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share, l2)
+    basis = verdict_basis(profile, rows, bounds, peak, per, step_s, bound)
+    verdict = with_basis(verdict, basis, steps)
     return {
         "flops_per_step": flops / per * devices,
         "bytes_per_step": nbytes / per * devices,
@@ -298,14 +333,14 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         "achieved_flops_per_s": _round(achieved_f * devices) if achieved_f is not None else None,
         "achieved_bytes_per_s": _round(achieved_b * devices) if achieved_b is not None else None,
         "mfu": _round(mfu), "hfu": _round(hfu),
-        "bound": bound, "verdict": verdict,
+        "bound": bound, "verdict": verdict, "verdict_basis": basis,
         "peak": peak.to_json() if peak else None,
         "matmul_dtype": dtype or None,
         "ridge_flops_per_byte": _round(peak_flops / peak_bw) if peak_flops and peak_bw else None,
         "latency_threshold_us": LATENCY_NS / 1e3,
         "unknown_flops_time_share": _round(unknown_ns / total_ns) if total_ns else None,
         "categories": categories,
-        "ops": [_op_json(r, bounds[id(r)], peak) for r in rows[:TOP_OPS]],
+        "ops": [_op_json(r, bounds[id(r)], peak, per, id(r) in l2) for r in rows[:TOP_OPS]],
         "notes": notes,
     }
 
@@ -315,22 +350,31 @@ def roof_share(r: OpRow, peak: Optional[Peak]) -> Optional[float]:
     its intensity (None without both peaks, FLOPs or time; above 1 means a peak that cannot be right)."""
     if peak is None or not peak.flops_per_s or not peak.bytes_per_s or r.flops is None or r.time_ns <= 0:
         return None
-    at_roof_s = max(r.flops / peak.flops_per_s, r.bytes / peak.bytes_per_s)
+    at_roof_s = max(r.flops / peak.flops_per_s, r.bytes / bandwidth_roof(r, peak))
     return at_roof_s / (r.time_ns / 1e9)
 
 
-def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak]) -> dict[str, Any]:
+def served_from_l2(r: OpRow, peak: Optional[Peak]) -> bool:
+    """Whether the op moves its bytes faster than the HBM peak allows while one execution's traffic
+    fits in the device's L2: its data was on chip (just written by the op before), not in HBM."""
+    if peak is None or not peak.bytes_per_s or not peak.l2_bytes or r.time_ns <= 0 or not r.executions:
+        return False
+    return r.bytes / (r.time_ns / 1e9) > peak.bytes_per_s and r.bytes / r.executions <= peak.l2_bytes
+
+
+def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak], per: int = 1, l2: bool = False) -> dict[str, Any]:
     t = r.time_ns / 1e9
-    share = roof_share(r, peak) if bound != "communication" else None
+    share = roof_share(r, peak) if bound != "communication" and not l2 else None
     return {"name": r.name, "module": r.module, "category": r.category, "time_s": _round(t, 6),
+            "time_per_step_s": _round(t / per, 6),
             "executions": _round(r.executions, 6), "flops": r.flops, "bytes": r.bytes, "intensity": _round(r.intensity),
             "flops_per_s": _round(r.flops / t) if r.flops is not None and t > 0 else None,
-            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound,
+            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound, "served_from_l2": l2,
             "roof_share": _round(share) if share is not None and share <= 1 else None}
 
 
 def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[Peak], mfu: Optional[float],
-             per: int, step_s: Optional[float], unknown_share: float) -> tuple[Optional[str], str]:
+             per: int, step_s: Optional[float], unknown_share: float, l2: frozenset = frozenset()) -> tuple[Optional[str], str]:
     """The step's bound: whichever of host idle, exposed communication and the device's compute-,
     memory- and latency-bound op time takes most of the step (ops whose bound is unknown aside)."""
     devices = profile.device_activity
@@ -338,12 +382,15 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     # idle (the idle view, which host-bound reads too) and exposed time as shares of the steps they were
     # measured in, then put on the step used for op time: never more than the whole step
     view = idle.of(profile)      # below host-bound's threshold idle time is no verdict, as the rule is silent
-    idle_ns = view.share * step_ns if view and view.host_bound and step_ns else 0.0
+    idle_ns = view.host_share * step_ns if view and view.host_bound and step_ns else 0.0
+    launch_ns = view.launch_share * step_ns if view and step_ns else 0.0     # gaps between launches: latency
     exposed = _device_share(devices, "exposed_ns") * step_ns if step_ns else 0.0
     by_bound: dict[str, float] = collections.defaultdict(float)
     for r in rows:
         if bounds[id(r)] != "communication":        # collectives count by their exposed time below
             by_bound[bounds[id(r)] or "unknown"] += r.time_ns / per
+    if launch_ns:
+        by_bound["latency"] = by_bound.get("latency", 0.0) + launch_ns
     times = {"host": idle_ns, "communication": exposed, **by_bound}
     known = {k: v for k, v in times.items() if k != "unknown" and v > 0}
     if not known:
@@ -352,14 +399,14 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
                           "or run `advisor calibrate`")
         return None, "unknown: no op time measured"
     top = max(known, key=known.get)
-    pct = _of_step(known[top], step_ns)
+    pct = _of_step(known[top], step_ns, profile.backend)
     if peak is None and times.get("unknown", 0) > known[top]:
-        share = f" ({_of_step(times['unknown'], step_ns)})" if step_ns else ""
+        share = f" ({_of_step(times['unknown'], step_ns, profile.backend)})" if step_ns else ""
         return None, (f"compute- or memory-bound unknown without peaks: most time is in device ops{share}; pass "
                       "--peak-flops and --peak-bandwidth, or run `advisor calibrate`")
     caveat = ""
     if top in ("compute", "memory", "latency") and times.get("unknown", 0) > known[top]:
-        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns)}) is in ops whose bound is unknown"
+        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns, profile.backend)}) is in ops whose bound is unknown"
                   if step_ns else "; more op time is in ops whose bound is unknown")
         caveat += " (no FLOP count)" if peak is not None else " (no peaks: pass --peak-flops and --peak-bandwidth)"
     if top == "host":
@@ -369,18 +416,23 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     if top == "latency":
         short = [r for r in rows if bounds[id(r)] == "latency"]
         n = sum(r.executions for r in short) / per
+        gaps = (f", and the device waits {_of_step(launch_ns, step_ns, profile.backend)} in gaps under "
+                f"{idle.LAUNCH_GAP_NS / 1e3:g} µs between kernels launched one by one" if launch_ns else "")
         return "latency", (f"latency-bound: {n:,.0f} op executions per step under {LATENCY_NS / 1e3:g} µs take "
-                           f"{pct}" + caveat)
+                           f"{_of_step(by_bound.get('latency', 0.0) - launch_ns, step_ns, profile.backend)}{gaps}"
+                           + caveat)
     if top == "compute":
         at = f"at {mfu:.1%} of peak {peak.dtype} matmul throughput (MFU)" if mfu is not None and peak else \
             "matmul throughput share unknown"
         return "compute", f"compute-bound: compute-bound ops take {pct}, {at}" + caveat
     mem = [r for r in rows if bounds[id(r)] == "memory"]
-    t = sum(r.time_ns for r in mem) / 1e9
-    rate = sum(r.bytes for r in mem) / t if t > 0 else None
-    share = _share(rate, peak.bytes_per_s if peak else None)
+    hbm = [r for r in mem if id(r) not in l2]
+    t = sum(r.time_ns for r in hbm) / 1e9
+    rate = sum(r.bytes for r in hbm) / t if t > 0 else None
+    share = _share(rate, _mean_roof(hbm, peak))
     names = ", ".join(r.name for r in mem[:3])
-    at = f"at {share:.0%} of HBM bandwidth" if share is not None and share <= 1 else "bandwidth share unknown"
+    memory = "their memory roofs (cache or DRAM)" if peak and peak.roofs else "HBM bandwidth"
+    at = f"at {share:.0%} of {memory}" if share is not None and share <= 1 else "bandwidth share unknown"
     return "memory", f"memory-bandwidth-bound: memory-bound ops ({names}) take {pct}, {at}" + caveat
 
 
@@ -390,15 +442,16 @@ def _device_share(devices, field: str) -> float:
     return sum(shares) / len(shares) if shares else 0.0
 
 
-def _of_step(ns: float, step_ns: Optional[float]) -> str:
+def _of_step(ns: float, step_ns: Optional[float], backend: str = "cpu") -> str:
     """A time as a share of the step; op time summed over a device's threads (XLA:CPU runs ops side by
-    side) can exceed the step, and is then given in ms, never as a share above 100%."""
+    side) or over kernels that run side by side (GPU streams, a CUDA graph's concurrent kernels) can
+    exceed the step, and is then given in ms, never as a share above 100%."""
     if not step_ns:
         return "most of the device time"
     if ns <= step_ns:
         return f"{ns / step_ns:.0%} of the step"
-    return (f"{ns / 1e6:.3g} ms of op time per step summed over the threads that run ops side by side, "
-            f"more than the {step_ns / 1e6:.3g} ms step")
+    over = "kernels that run side by side" if backend in ("gpu", "tpu") else "the threads that run ops side by side"
+    return f"{ns / 1e6:.3g} ms of op time per step summed over {over}, more than the {step_ns / 1e6:.3g} ms step"
 
 
 def _rate(x: Optional[float]) -> str:
