@@ -167,7 +167,7 @@ def test_an_analysis_past_its_budget_is_stopped_and_the_queue_moves_on(tmp_path,
         jobs.forget_failure(keys[0])                  # what a reload of the page does
         assert jobs.status(keys[0])["state"] == "failed"
         assert not _workers_alive(keys) and not list(private_tmp.iterdir())
-        assert cache.read(keys[0]) is None
+        assert cache.read(keys[0]) is None, (words, jobs.status(keys[0]), jobs.status(keys[1]))
 
 
 def test_a_new_run_is_listed_without_a_request_walking_the_logdir(tmp_path, cache_env, monkeypatch):

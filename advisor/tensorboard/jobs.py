@@ -244,10 +244,10 @@ class Jobs:
         log.seek(0)
         stderr = log.read()
         budgeted.done()
+        if cache.path_for(key).is_file():
+            return None     # it finished: a worker keeps its result last, and keeps nothing once told to stop
         if budgeted.over:
             return {"state": "failed", "error": budgeted.over, "kept": True}
-        if child.returncode == 0 and cache.path_for(key).is_file():
-            return None
         last = (stderr.strip().splitlines() or [""])[-1]
         return {"state": "failed", "error": error or f"the worker stopped with exit code {child.returncode}: {last}"}
 

@@ -15,8 +15,10 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import Optional
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+_stopped = 0        # the signal that stopped the worker, once one has
 
 
 class FilesChanged(Exception):
@@ -55,7 +57,6 @@ def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
     from ..engine import run_job
     from ..report.html import figures
     from ..units import mib
-    from . import cache
     from .runs import read_run
 
     run = read_run(Path(run_dir), Path(run_dir).name)
@@ -75,8 +76,18 @@ def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
                "metrics": metrics(result).to_json()}
         brief = {"severities": [f.severity for f in result.findings], "partial": result.partial}
     _unchanged(files, key, settings)      # a result, or a failure, of files that changed is not theirs
-    cache.write(key, doc, brief)
+    _keep(key, doc, brief)
     return doc
+
+
+def _keep(key: str, doc: dict, brief: Optional[dict] = None) -> None:
+    """Into the cache, unless the worker was told to stop: the exception _stop raises is lost where
+    it lands in a finalizer or a callback, and the worker would go on and keep what was stopped."""
+    from . import cache
+
+    if _stopped:
+        raise SystemExit(128 + _stopped)
+    cache.write(key, doc, brief)
 
 
 def compare(key: str, base_key: str, new_key: str, base_name: str, new_name: str) -> dict:
@@ -91,7 +102,7 @@ def compare(key: str, base_key: str, new_key: str, base_name: str, new_name: str
     else:
         c = compare_metrics(Metrics.from_json(base["metrics"]), Metrics.from_json(new["metrics"]))
         doc = {"compare": c.to_json(), "html": compare_section(f"{base_name} → {new_name}", c)}
-    cache.write(key, doc)
+    _keep(key, doc)
     return doc
 
 
@@ -99,6 +110,8 @@ def _stop(signum, frame):
     """Unwind (every `finally` runs: xprof's child stopped, temporary folders removed), and ignore
     the signals that follow (Ctrl-C reaches the whole process group, then TensorBoard or `serve`
     sends SIGTERM): cut short, the cleanup would leave folders behind."""
+    global _stopped
+    _stopped = signum
     for name in STOP_SIGNALS:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
     raise SystemExit(128 + signum)
@@ -116,6 +129,8 @@ def main(argv: list[str]) -> int:
     except Exception as err:  # noqa: BLE001 - told to the tab as one line, never a traceback in the page
         _say(error=f"{type(err).__name__}: {err}")
         return 1
+    if _stopped:
+        return 128 + _stopped
     _say(stage="done")
     return 0
 
