@@ -126,8 +126,7 @@ def _one(run: RunFiles, job: Job) -> Union[Analysis, RunFailure]:
     from .trace_head import check_trace_head
 
     try:
-        for path in run.host_files:      # what cannot be a trace is refused before any reader starts on it
-            check_trace_head(path)
+        check_trace_head(run.xplane)     # before any reader starts on it (another host's file is skipped with a warning)
         return job.analyze(load_run(run, job.steps))
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err))
