@@ -108,7 +108,8 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     """Diagnose the traces under `path` (a logdir, a run folder or one .xplane.pb; a path or an fsspec
     URL such as gs://bucket/logdir, s3://..., file://...).
 
-    select/ignore: rule ids (None: every rule); options: {rule_id: {key: value}} thresholds;
+    select/ignore: rule ids, a list or a string in the grammar of every set ("a+b", "none"; select=None:
+    every rule, select=[] or "none": no rule); options: {rule_id: {key: value}} thresholds;
     device_memory: the capacity (bytes or "24GB") where the trace does not record it;
     jobs: runs analyzed at once, each in a worker process (None or 1: in this process, one after the
     other; a script that passes jobs > 1 needs the usual `if __name__ == "__main__":` guard, as workers
@@ -125,10 +126,10 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     """
     from .engine import all_rules, analyze_all, select_rules
     from .peaks import user_peaks
-    from .settings import parse_steps_flag, validate_options
+    from .settings import parse_ids, parse_steps_flag, validate_options
 
-    select = None if select is None else list(select)
-    rules = [] if select == [] else select_rules(select or (), list(ignore))
+    as_ids = lambda v, name: parse_ids([v] if isinstance(v, str) else list(v), name)  # noqa: E731 - "a+b", "none"
+    rules = select_rules(None if select is None else as_ids(select, "select"), as_ids(ignore, "ignore"))
     opts = validate_options(options or {}, {r.id: r for r in all_rules()})
     analyses, failed = analyze_all(path, rules, opts, progress, _size(device_memory, "device_memory"),
                                    jobs=1 if jobs is None else jobs, engine=engine,

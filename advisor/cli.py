@@ -23,6 +23,8 @@ from .outputs import atomic_open, refuse_overwrite, write_text
 from .report.escape import github_commands_off, terminal, visible
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
+SET_HELP = ("Override a config key, e.g. --set model.scan_layers=false, --set model.remat=MLP+Attn (a set: its "
+            "items joined by '+', none for the empty set) (repeatable).")
 
 
 def _fail(message: str) -> None:
@@ -75,8 +77,10 @@ def rule_options(fn):
                       help="Device memory capacity (e.g. 24GB) where the trace does not record it (CPU traces).")(fn)
     fn = click.option("--option", multiple=True, metavar="RULE.KEY=VALUE",
                       help="Override a rule threshold, e.g. --option host-bound.min_idle_share=0.3 (repeatable).")(fn)
-    fn = click.option("--ignore", multiple=True, metavar="RULE", help="Skip these rules (repeatable).")(fn)
-    fn = click.option("--select", multiple=True, metavar="RULE", help="Run only these rules (repeatable).")(fn)
+    fn = click.option("--ignore", multiple=True, metavar="RULE",
+                      help="Skip these rules (repeatable, or joined by '+').")(fn)
+    fn = click.option("--select", multiple=True, metavar="RULE",
+                      help="Run only these rules (repeatable, or joined by '+'; none: no rule).")(fn)
     return fn
 
 
@@ -100,10 +104,11 @@ def resolve_peaks(peak_flops, peak_bandwidth):
 def resolve_rule_settings(select, ignore, option, device_memory):
     """Rules and thresholds from the project config, overridden by the command line."""
     from .engine import all_rules, select_rules
-    from .settings import parse_option_flags, parse_size_flag, read_project_settings, validate_options
+    from .settings import parse_ids, parse_option_flags, parse_size_flag, read_project_settings, validate_options
 
     project = read_project_settings(Path.cwd())
-    rules = select_rules(list(select) or project.select, list(ignore) or project.ignore)
+    rules = select_rules(parse_ids(select) if select else project.select,
+                         parse_ids(ignore, "--ignore") if ignore else project.ignore)
     by_id = {r.id: r for r in all_rules()}
     options = validate_options(project.options, by_id)
     for rule_id, opts in validate_options(parse_option_flags(option), by_id).items():
@@ -259,8 +264,7 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
 @main.command("run-workload")
 @click.argument("name")
 @click.option("--preset", default="tiny", show_default=True, help="tiny (CPU-sized), small, or seed (the tutorial's).")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a config key, e.g. --set model.scan_layers=false (repeatable).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--steps", type=int, default=None, help="Profiled steps (default: the preset's train.steps).")
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True,
               help="Where the trace is written (TensorBoard logdir layout).")
@@ -383,7 +387,7 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
 @click.argument("path", required=False, callback=_trace_path)
 @click.option("--workload", metavar="NAME", help="Run this bundled workload and check it (instead of PATH).")
 @click.option("--preset", default="tiny", show_default=True)
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--steps", type=int, default=None)
 @click.option("--logdir", type=click.Path(path_type=Path), default=None,
               help="Where --workload writes its trace (default: a temporary folder, removed after).")
@@ -553,10 +557,12 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
 @main.command("sweep")
 @click.argument("name")
 @click.option("--preset", default="tiny", show_default=True)
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Applied to every row.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Applied to every row; a value as for run-workload's --set.")
 @click.option("--vary", multiple=True, metavar="KEY=V1,V2,...", required=True,
-              help="Values to try for one key (repeatable: the rows are every combination). Join the items "
-                   "of one remat value with '+', and write 'none' for empty: --vary model.remat=none,MLP+Attn,Block")
+              help="Values to try for one key, separated by commas (repeatable: the rows are every combination). "
+                   "Each value is written as for --set, a set's items joined by '+' and none for the empty set: "
+                   "--vary model.remat=none,MLP+Attn,Block is three rows.")
 @click.option("--steps", type=int, default=None)
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True)
 @click.option("--memory-limit", metavar="SIZE", help="Plan for this much device memory (see run-workload).")

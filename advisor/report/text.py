@@ -275,11 +275,8 @@ def _findings(doc: dict, console: Console) -> None:
 
 
 def _value(v) -> str:
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, (list, tuple)):
-        return ",".join(map(str, v))
-    return str(v)
+    from advisor.workloads.config import format_value     # the one grammar of --set and --vary
+    return format_value(v)
 
 
 def _bandwidth(gb_per_s) -> str:

@@ -23,7 +23,7 @@ def _job(settings: str):
     s = json.loads(settings)
     if not s:
         return Job()
-    rules = select_rules(s.get("select") or (), s.get("ignore") or ())
+    rules = select_rules(s.get("select"), s.get("ignore") or ())     # select None: every rule; []: none
     return Job(rules=tuple(rules), options=validate_options(s.get("options") or {}, {r.id: r for r in all_rules()}))
 
 
