@@ -52,6 +52,15 @@ class Report:
         return render([a.to_json() for a in self.runs], self.read_from, self.command,
                       failed=[f.to_json() for f in self.failed])
 
+    def to_text(self) -> str:
+        """The CLI's text report, as `advisor analyze PATH --output report.txt` writes it (no colour)."""
+        from .report.text import render_plain
+        return render_plain([a.to_json() for a in self.runs], [f.to_json() for f in self.failed], self.read_from)
+
+    def __str__(self) -> str:
+        """print(report) prints the text report; repr(report) stays one line."""
+        return self.to_text()
+
     def to_html(self) -> str:
         from .report.html import render_report
         return render_report(self)

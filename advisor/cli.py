@@ -249,9 +249,9 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
         from .report.json_report import render
         _write(output, render(docs, path, "analyze", failed=failed))
     elif output:
-        from .report.text import render
+        from .report.text import render_plain
         with atomic_open(output) as fh:
-            render(docs, Console(file=fh, highlight=False, soft_wrap=True, width=160), failed, path)
+            fh.write(render_plain(docs, failed, path))
         _err.print(terminal(f"advisor: report written to {output}"))
     else:
         from .report.text import render
@@ -713,9 +713,7 @@ def _emit(report, fmt: str, output) -> None:
         _write(output, report.to_json())
     elif output:
         with atomic_open(output) as fh:
-            from .report.text import render
-            render([a.to_json() for a in report.runs], Console(file=fh, highlight=False, soft_wrap=True, width=160),
-                   [f.to_json() for f in report.failed], report.read_from)
+            fh.write(report.to_text())
         _err.print(terminal(f"advisor: report written to {output}"))
     else:
         _print(report.runs, fmt, report.read_from, report.command, report.failed)

@@ -40,6 +40,15 @@ def render(docs: list[dict], console: Console, failed: list[dict] = (), root: st
         fleet(docs, list(failed), console, root)
 
 
+def render_plain(docs: list[dict], failed: list[dict] = (), root: str = "") -> str:
+    """The report as text without colour: what `--output FILE` writes and str(Report) returns."""
+    import io
+
+    buf = io.StringIO()
+    render(docs, Console(file=buf, highlight=False, soft_wrap=True, width=160), list(failed), root)
+    return buf.getvalue()
+
+
 def render_run(doc: dict, console: Console) -> None:
     _summary(doc, console)
     _warnings(doc, console)
