@@ -81,7 +81,7 @@ class Report:
         try:
             import pandas as pd
         except ImportError:
-            raise ImportError("Report.to_pandas needs pandas: pip install 'jax-advisor[pandas]'") from None
+            raise ImportError("Report.to_pandas needs pandas: pip install pandas (in advisor's clone: pip install -e '.[pandas]')") from None
         findings, ops = [], []
         for a in self.runs:
             for f in a.findings:

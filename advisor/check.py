@@ -16,6 +16,7 @@ from .errors import AdvisorError
 from .outputs import write_text
 from .findings import SEVERITIES
 from .timing import PairedTiming, median_rounds, paired_verdict
+from .units import mib
 
 BASELINE_VERSION = 1
 
@@ -224,7 +225,7 @@ def not_comparable(noise: float, medians: list[float], load: Optional[float], th
 def _memory_check(c: Comparison, threshold: float) -> Check:
     if c.peak_memory_ratio is None:
         return Check("budget:peak-memory", True, "peak memory unknown in one of the runs: not judged", "warning")
-    text = (f"peak memory {c.base.peak_memory_bytes / 2**20:.1f} MiB -> {c.new.peak_memory_bytes / 2**20:.1f} MiB "
+    text = (f"peak memory {mib(c.base.peak_memory_bytes)} -> {mib(c.new.peak_memory_bytes)} "
             f"(x{c.peak_memory_ratio:.3f}; budget +{threshold:.0%})")
     return Check("budget:peak-memory", not c.memory_regressed(threshold), text)
 

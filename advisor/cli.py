@@ -146,7 +146,7 @@ def main():
                    "the other in this process). With --engine ray: the CPUs of the local Ray.")
 @click.option("--engine", type=click.Choice(list(ENGINES)), default="process", show_default=True,
               help="process: worker processes on this machine; ray: one Ray task per host file "
-                   "(pip install 'jax-advisor[ray]').")
+                   "(needs Ray: pip install -e '.[ray]' in advisor's clone).")
 @click.option("--ray-address", metavar="ADDRESS",
               help="With --engine ray: join this Ray cluster (e.g. auto, or ray://head:10001) instead of "
                    "starting a local Ray for the command; local: a local Ray even where the default engine "
@@ -638,7 +638,8 @@ def list_rules(fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @user_errors
 def explain(rule_id, fmt):
-    """What a rule detects, why it matters, how to fix it (from the rule's own docs)."""
+    """What a rule detects, why it matters, how to fix it (from the rule's own docs): rendered on a
+    terminal, the Markdown source when piped."""
     from .engine import select_rules
 
     rule = select_rules([rule_id])[0]
@@ -649,7 +650,8 @@ def explain(rule_id, fmt):
             "summary": rule.summary,
             "options": dict(rule.options), "doc": rule.doc.strip()}})))
         return
-    click.echo(rule.doc.strip())
+    from .report.explain_text import render
+    render(rule.doc, Console(highlight=False), sys.stdout.isatty())
 
 
 @main.command()

@@ -347,4 +347,6 @@ def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
             profile.notes.append(note)
     summary = summarize(profile)
     summary["efficiency"] = efficiency(profile, peaks)
+    from .sources import shorten
+    shorten(findings, summary, profile.run_metadata)
     return Analysis(profile=profile, findings=findings, summary=summary)

@@ -10,17 +10,12 @@ from __future__ import annotations
 import configparser
 import dataclasses
 import math
-import sys
+import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .errors import AdvisorError
 from .rule import Rule
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 
 @dataclasses.dataclass

@@ -48,11 +48,11 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3):
             continue
         mean_us = d.small_kernel_ns / max(d.small_kernel_count, 1) / 1e3
         small = d.small_kernel_ns / per
-        steps = "per step" if profile.steps else "over the traced window (no steps)"
+        steps = "per step" if profile.steps else "over the traced window, which has no steps,"
         yield Finding(
             rule=RULE.id,
             severity=RULE.severity,
-            title=f"{d.name}: {count:,.0f} kernels under {SMALL_KERNEL_NS / 1e3:g} µs {steps} (mean {mean_us:.1f} µs) "
+            title=f"{d.name}: {count:,.0f} kernels under {SMALL_KERNEL_NS / 1e3:g} µs (mean {mean_us:.1f} µs) {steps} "
                   f"take {pct(share)} of kernel time ({ms(small)}): launch-bound",
             evidence={
                 "device": d.name,
@@ -68,7 +68,8 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3):
                 text="give each kernel more work: a larger batch, lax.scan or lax.fori_loop instead of a Python "
                      "loop over jitted calls, and fewer, larger jitted functions (jit the whole step)",
                 expected=Expected("step_time", round(small / 1e6, 3), "ms",
-                                  f"up to {ms(small)} per step, the measured time of the kernels under "
+                                  f"up to {ms(small)} {'per step' if profile.steps else 'over the traced window'}, "
+                                  "the measured time of the kernels under "
                                   f"{SMALL_KERNEL_NS / 1e3:g} µs, most of it their fixed cost"),
                 cost="a larger batch needs more device memory and may change convergence; a scan compiles "
                      "its body once and runs it sequentially",

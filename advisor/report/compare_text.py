@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .escape import terminal
+from ..units import mib
 
 
 def _ratio(x) -> str:
@@ -26,8 +27,7 @@ def render(results, console: Console) -> None:
         table.add_row("step time (median)", f"{b.step_time_ms or 0:.2f} ms", f"{n.step_time_ms or 0:.2f} ms",
                       f"{_ratio(c.step_time_ratio)} (noise {c.noise:.0%})")
         if b.peak_memory_bytes is not None and n.peak_memory_bytes is not None:
-            table.add_row("peak memory", f"{b.peak_memory_bytes / 2**20:.1f} MiB",
-                          f"{n.peak_memory_bytes / 2**20:.1f} MiB", _ratio(c.peak_memory_ratio))
+            table.add_row("peak memory", mib(b.peak_memory_bytes), mib(n.peak_memory_bytes), _ratio(c.peak_memory_ratio))
         if b.mfu is not None or n.mfu is not None:
             table.add_row("MFU", _pct(b.mfu), _pct(n.mfu),
                           _ratio(n.mfu / b.mfu) if b.mfu and n.mfu is not None else "n/a")

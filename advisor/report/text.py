@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..units import mib, size
+from ..units import mib, si, size
 from . import efficiency_text
 from . import parallelism_text
 from .escape import terminal
@@ -185,9 +185,9 @@ def _summary(doc: dict, console: Console) -> None:
         cats = ", ".join(f"{k} {v:.2f} ms" for k, v in list(dev["time_by_category_ms"].items())[:4])
         idle = f"; idle {dev['idle_in_steps_ms']:.2f} ms in steps" if "idle_in_steps_ms" in dev else ""
         if dev.get("launch_delay_median_us") is not None:
-            idle += f"; launch to start {dev['launch_delay_median_us']:.1f} us (median of {dev['launches_matched']})"
+            idle += f"; launch to start {dev['launch_delay_median_us']:.1f} µs (median of {dev['launches_matched']})"
         _row(table, dev["name"], f"{dev['description']}: {dev['kernels']} kernels, {dev['kernel_time_ms']:.2f} ms "
-                                   f"({dev['small_kernels']} under 10 us), {dev['memcpys']} copies "
+                                   f"({dev['small_kernels']} under 10 µs), {dev['memcpys']} copies "
                                    f"{dev['memcpy_time_ms']:.2f} ms{idle}")
         if cats:
             _row(table, "", f"by category: {cats}")
@@ -217,7 +217,7 @@ def _device_table(doc: dict, console: Console) -> None:
     if len(devices) < 2:
         return
     hosts = len({d["host"] for d in devices})
-    per = "mean per step" if all(d.get("steps") for d in devices) else "over the traced window (no steps)"
+    per = "mean per step" if all(d.get("steps") for d in devices) else "over the traced window, which has no steps"
     table = Table(title=f"{len(devices)} devices on {hosts} host{'s' if hosts > 1 else ''}: {per} "
                         "(collective time split into transfer and waiting for peers)")
     for col in ("device", "host", "compute", "collective transfer", "collective wait", "idle", "peak memory", ""):
@@ -289,7 +289,5 @@ def _value(v) -> str:
 
 
 def _bandwidth(gb_per_s) -> str:
-    """GB/s, or MB/s below 1 GB/s (a small collective that mostly waits reads 0.00 GB/s otherwise)."""
-    if gb_per_s is None:
-        return "n/a"
-    return f"{gb_per_s:.2f} GB/s" if gb_per_s >= 1 else f"{gb_per_s * 1e3:.2f} MB/s"
+    """With an SI prefix: a small collective that mostly waits reads 512 kB/s, not 0.00 GB/s."""
+    return "n/a" if gb_per_s is None else si(gb_per_s * 1e9, "B/s")
