@@ -368,7 +368,9 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
                            "or two folders that hold runs in same-named subfolders")
-    results = [(name, compare(metrics(b), metrics(n))) for name, b, n in pairs]
+    from .run_label import run_info
+    results = [(name, compare(metrics(b), metrics(n), run_info(b.profile.run_metadata), run_info(n.profile.run_metadata)))
+               for name, b, n in pairs]
     if fmt == "html":
         from .report.html import render_compare
         _write(output, render_compare(results, str(base), str(new)))

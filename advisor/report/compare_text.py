@@ -22,6 +22,8 @@ def render(results, console: Console) -> None:
     for name, c in results:
         if name:
             console.print(terminal(name, "bold"))
+        for line in c.runs_text():
+            console.print(terminal(line))
         table = Table("metric", "base", "new", "ratio")
         b, n = c.base, c.new
         table.add_row("step time (median)", f"{b.step_time_ms or 0:.2f} ms", f"{n.step_time_ms or 0:.2f} ms",
@@ -38,12 +40,7 @@ def render(results, console: Console) -> None:
         if n.mfu_peak or b.mfu_peak:
             peaks = {b.mfu_peak, n.mfu_peak} - {""}
             console.print(terminal("MFU against " + "; ".join(sorted(peaks)), "dim"))
-        if c.step_time_regressed(0.0):
-            console.print(f"step time: slower beyond the measured noise ({_ratio(c.step_time_ratio)})")
-        elif c.step_time_improved():
-            console.print(f"step time: faster beyond the measured noise ({_ratio(c.step_time_ratio)})")
-        else:
-            console.print("step time: within the measured noise")
+        console.print(c.step_time_verdict())
         for rule in c.findings_added:
             console.print(Text.assemble(terminal(f"+ {rule}", "yellow"), terminal(f": {n.titles.get(rule, '')}")))
         for rule in c.findings_removed:

@@ -79,6 +79,7 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
     table.add_column("rules that fired", overflow="fold")
     rows = [(d["path"] or "", d) for d in docs] + [(f["path"], f) for f in failed]
     totals = dict.fromkeys(_SEVERITIES, 0)
+    named = _fleet_names(docs, root)
     for path, item in sorted(rows, key=lambda r: r[0]):
         if "reason" in item:
             reason = item["reason"].removeprefix(f"{path}: ")
@@ -91,7 +92,7 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
         step = f"{s['step_time_ms']:.2f} ms" if s.get("step_time_ms") is not None else "-"
         peak = mib(s["peak_memory_bytes"]) if s.get("peak_memory_bytes") is not None else "-"
         fired = ", ".join(dict.fromkeys(f["rule"] for f in item["findings"]))
-        _row(table, run_name(path, root), *(str(counts[sev] or "") for sev in _SEVERITIES), step, peak,
+        _row(table, named[path], *(str(counts[sev] or "") for sev in _SEVERITIES), step, peak,
                       fired + (" (partial)" if item.get("warnings") else ""))
     console.print(table)
     _line(console, "findings: " + ", ".join(f"{totals[sev]} {sev}{'s' if totals[sev] != 1 else ''}"
@@ -106,6 +107,17 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
     if by_peak:
         _line(console, "largest peaks: " + ", ".join(
             f"{run_name(d['path'], root)} ({mib(d['summary']['peak_memory_bytes'])})" for d in by_peak))
+
+
+def _fleet_names(docs: list[dict], root: str) -> dict[str, str]:
+    """Each run's name in the fleet table: its folder, and under it the workload and the settings
+    that tell it from the other runs of that workload (a sweep's varied keys)."""
+    from ..run_label import from_summary, labels
+
+    infos = [from_summary(d["summary"].get("run")) for d in docs]
+    return {d["path"] or "": Text.assemble(terminal(run_name(d["path"] or "", root)), *(("\n", terminal(text, "dim"))
+                                                                                     if text else ()))
+            for d, text in zip(docs, labels(infos))}
 
 
 def _verified(doc: dict, console: Console) -> None:
@@ -154,7 +166,8 @@ def _summary(doc: dict, console: Console) -> None:
     if s.get("run"):
         r = s["run"]
         params = f", {r['num_params']:,} parameters" if r.get("num_params") else ""
-        _row(table, "workload", f"{r.get('workload')} (preset {r.get('preset')}){params}")
+        sets = "".join(f" {k}={v}" for k, v in (r.get("settings") or {}).items())
+        _row(table, "workload", f"{r.get('workload')} (preset {r.get('preset')}){sets}{params}")
     if doc["path"] is None:
         _row(table, "step time", "not run")
     elif s["step_time_ms"] is not None:

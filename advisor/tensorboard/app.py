@@ -18,6 +18,7 @@ from werkzeug.wrappers import Request, Response
 from .. import __version__
 from ..report import escape
 from ..report.html import CSS, head, run_section
+from ..runner import RUN_METADATA
 from ..units import mib
 from . import assets, cache
 from .jobs import Jobs
@@ -121,9 +122,11 @@ class AdvisorApp:
     # -- pieces ----------------------------------------------------------------------------------
 
     def _picker(self, runs: list[Run], run: Optional[Run], other: Optional[Run]) -> str:
+        shown = _shown_names(runs)
+
         def options(selected: Optional[Run], blank: str) -> str:
             return f'<option value="">{_e(blank)}</option>' + "".join(
-                f'<option value="{_e(r.name)}"{" selected" if r is selected else ""}>{_e(r.name)}</option>'
+                f'<option value="{_e(r.name)}"{" selected" if r is selected else ""}>{_e(shown[r.name])}</option>'
                 for r in runs)
         return ('<header class="bar"><h1>Advisor</h1><form method="get" action="index.html">'
                 f'<label>run <select name="run" data-go>{options(run, "choose a run")}</select></label>'
@@ -131,14 +134,15 @@ class AdvisorApp:
                 '<noscript><button>open</button></noscript></form></header>')
 
     def _run_table(self, runs: list[Run]) -> str:
+        ran = _labels(runs)
         rows = "".join(
-            f'<tr><td><a href="index.html?run={_q(r.name)}">{_e(r.name)}</a></td>'
+            f'<tr><td><a href="index.html?run={_q(r.name)}">{_e(r.name)}</a></td><td>{_e(ran[r.name])}</td>'
             f"<td>{_e(_when(r.mtime))}</td><td>{_e(', '.join(r.hosts))}</td><td class=n>{_e(mib(r.size))}</td>"
             f"<td>{_e(self._brief(r))}</td></tr>"
             for r in runs)
         return (f"<p>{len(runs)} profile run(s), newest first; a run is analyzed when opened.</p>"
-                '<table class="runs"><tr><th>run</th><th>recorded</th><th>hosts</th><th>trace size</th>'
-                f"<th>analysis</th></tr>{rows}</table>")
+                '<table class="runs"><tr><th>run</th><th>workload and settings</th><th>recorded</th><th>hosts</th>'
+                f"<th>trace size</th><th>analysis</th></tr>{rows}</table>")
 
     def _brief(self, run: Run) -> str:
         """The cached analysis's findings by severity; nothing is analyzed to list a run."""
@@ -210,6 +214,20 @@ def project_settings(folder: Path) -> tuple[str, Optional[str]]:
         return json.dumps({}), str(err)
     return json.dumps({"select": project.select, "ignore": project.ignore, "options": options},
                       sort_keys=True, default=str), None
+
+
+def _labels(runs: list[Run]) -> dict[str, str]:
+    """Each run's workload and the settings that tell it from the other runs of that workload (from
+    its advisor_run.json; "" for a trace no bundled workload recorded): a sweep's runs differ by what
+    they set, not only by their timestamps."""
+    from ..run_label import labels, read
+
+    return {r.name: text for r, text in zip(runs, labels([read(r.path / RUN_METADATA) for r in runs]))}
+
+
+def _shown_names(runs: list[Run]) -> dict[str, str]:
+    """What the run pickers show: the run's name, and its label beside it (the value stays the name)."""
+    return {name: f"{name} · {text}" if text else name for name, text in _labels(runs).items()}
 
 
 def _q(text: str) -> str:
