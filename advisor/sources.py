@@ -42,8 +42,14 @@ def shorten(findings, summary: dict, run_metadata: dict) -> None:
     """The findings' sources and the device memory profile's sites, in place."""
     ours = bool(isinstance(run_metadata, dict) and run_metadata.get("workload"))
     for f in findings:
-        if f.source:
-            f.source = shown(f.source, ours)
+        if not f.source:
+            continue
+        new = shown(f.source, ours)
+        if new != f.source:      # the same file named in the finding's words too ("(at FILE:LINE)")
+            old_file, new_file = f.source.rsplit(":", 1)[0], new.rsplit(":", 1)[0]
+            f.title = f.title.replace(old_file, new_file)
+            f.recommendation.text = f.recommendation.text.replace(old_file, new_file)
+            f.source = new
     for entry in summary.get("device_memory_profile", []):
         for site in entry.get("largest_sites", []):
             site["site"] = shown(site["site"], ours)
