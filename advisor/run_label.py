@@ -28,11 +28,17 @@ def _text(value) -> str:
 
 
 def _preset(workload, preset) -> Optional[dict]:
+    """The preset's whole config (None for an unknown workload or preset); shared: never changed."""
+    if not isinstance(workload, str) or not isinstance(preset, str):
+        return None
+    return _resolved(workload, preset)
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved(workload: str, preset: str) -> Optional[dict]:
     from advisor import workloads
     from advisor.workloads.config import ConfigError
 
-    if not isinstance(workload, str) or not isinstance(preset, str):
-        return None
     try:
         return workloads.resolve(workload, preset, [])
     except ConfigError:
@@ -88,7 +94,7 @@ def label(info: Optional[dict], keys=None) -> str:
     if keys is None:
         shown = [f"{k}={v}" for k, v in values.items()]
     else:
-        preset = _flat(_preset(info["workload"], info["preset"]))
+        preset = _preset_flat(info["workload"], info["preset"])
         shown = [f"{k}={values.get(k, preset.get(k, '?'))}" for k in keys]
     return " ".join([f"{info['workload']} ({info['preset']})", *shown])
 
@@ -105,7 +111,7 @@ def labels(infos: list[Optional[dict]]) -> list[str]:
     for key, group in groups.items():
         if len(group) < 2:
             continue
-        order = list(_flat(_preset(*key)))       # the schema's order, whichever run set a key first
+        order = list(_preset_flat(*key))       # the schema's order, whichever run set a key first
         names = sorted(dict.fromkeys(k for i in group for k in i["settings"]),
                        key=lambda k: order.index(k) if k in order else len(order))
         varied[key] = [k for k in names if len({i["settings"].get(k) for i in group}) > 1]
@@ -120,7 +126,7 @@ def changes(base: Optional[dict], new: Optional[dict]) -> list[str]:
     out = []
     if (base["workload"], base["preset"]) != (new["workload"], new["preset"]):
         out.append(f"workload: {base['workload']} ({base['preset']}) -> {new['workload']} ({new['preset']})")
-    defaults = [_flat(_preset(i["workload"], i["preset"])) for i in (base, new)]
+    defaults = [_preset_flat(i["workload"], i["preset"]) for i in (base, new)]
     for key in dict.fromkeys([*base["settings"], *new["settings"]]):
         a = base["settings"].get(key, defaults[0].get(key, "(not set)"))
         b = new["settings"].get(key, defaults[1].get(key, "(not set)"))
@@ -131,6 +137,12 @@ def changes(base: Optional[dict], new: Optional[dict]) -> list[str]:
 
 def _flat(config: Optional[dict]) -> dict[str, str]:
     return {f"{s}.{k}": _text(v) for s, fields in (config or {}).items() for k, v in fields.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _preset_flat(workload: str, preset: str) -> dict[str, str]:
+    """The preset's values as text, by key (shared: never changed)."""
+    return _flat(_preset(workload, preset))
 
 
 def read(path: Optional[Path]) -> Optional[dict]:
