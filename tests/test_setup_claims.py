@@ -10,12 +10,20 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "docs
 
 
 def test_the_python_version_claimed_is_the_one_required_and_tested():
+    """README's Python version is setup.cfg's python_requires, at least what the JAX installed here
+    (the one tested) requires, and no newer than the interpreter the suite runs on."""
+    from importlib import metadata
+
     claim = re.search(r"^Python (\d+\.\d+)\b", (ROOT / "README.md").read_text(encoding="utf-8"), re.M)
     assert claim, "README's set-up section names the Python version"
+    version = tuple(map(int, claim.group(1).split(".")))
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     assert cfg["options"]["python_requires"] == f">={claim.group(1)}"
-    assert sys.version_info[:2] >= tuple(map(int, claim.group(1).split(".")))
+    for dist in ("jax", "jaxlib", "flax"):
+        needs = re.search(r">=\s*(\d+)\.(\d+)", metadata.metadata(dist)["Requires-Python"] or ">=0.0")
+        assert version >= (int(needs.group(1)), int(needs.group(2))), f"{dist} needs Python {needs.group(0)}"
+    assert sys.version_info[:2] >= version
 
 
 def test_install_commands_are_from_the_clone():
