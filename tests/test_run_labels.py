@@ -16,8 +16,9 @@ def test_the_fleet_table_names_each_run_by_what_it_ran(tmp_path):
         shutil.copytree(FIXTURES / name, tmp_path / name)
     text = cli("analyze", tmp_path).stdout
     table = text[text.index("fleet: 4 runs"):]
-    for shown in ("transformer (tiny) model.remat=none", "transformer (tiny) model.remat=MLP+Attn",
-                  "transformer (tiny) model.remat=Block", "model.scan_layers=false"):
+    assert table.count("transformer (tiny)") == 4, table
+    for shown in ("model.remat=none", "model.remat=MLP+Attn", "model.remat=Block", "model.scan_layers=false",
+                  "model.scan_layers=true"):      # the keys that vary, each with its value in every run
         assert shown in table, table
     assert "train.steps" not in table          # the same in every run: it tells none apart
     assert "workload      transformer (preset tiny) model.remat=MLP+Attn train.steps=2," in text

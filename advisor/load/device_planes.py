@@ -11,7 +11,6 @@ from ..model import SMALL_KERNEL_NS, DeviceSummary, Transfer
 from .columns import as_spans, chunks_of, merged
 from .ops import NO_MODULE, OpAccumulator, module_key
 from .xplane_stream import int_stat
-from ..units import mib
 
 _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "MemcpyP2P": "P2P",
                  "MemcpyOther": "Other", "CopyDeviceToDevice": "D2D", "CopyHostToDevice": "H2D",
@@ -145,7 +144,7 @@ def _describe(name: str, stats: dict) -> DeviceSummary:
     if cores:
         parts.append(f"{cores} {'CUs' if vendor.lower() == 'amd' else 'SMs'}")
     if memory:
-        parts.append(mib(memory))
+        parts.append(f"{memory / 2**30:.1f} GiB")
     peak_tflops = stats.get("peak_teraflops_per_second")
     peak_gbps = stats.get("peak_hbm_bw_gigabytes_per_second")
     return DeviceSummary(name=name, description=", ".join(parts), vendor=vendor, compute_capability=cc,
