@@ -7,13 +7,13 @@ GIB = 1024 * MIB
 
 
 def mib(nbytes: float) -> str:
-    """A memory size, one convention in every report: MiB to one decimal; from 1 GiB up GiB to two
-    (a device's 80 GB reads 79.19 GiB, never 81,090.1 MiB); under 0.05 MiB (which would print as
-    0.0 MiB) KiB."""
+    """A memory size, one convention in every report: MiB to one decimal; from 1 GiB up GiB to three
+    significant digits or more (5.78 GiB; a device's 80 GB reads 79.2 GiB, as its description does,
+    never 81,090.1 MiB); under 0.05 MiB (which would print as 0.0 MiB) KiB."""
     if 0 < abs(nbytes) < 0.05 * MIB:
         return f"{nbytes / 1024:,.1f} KiB"
     if abs(nbytes) >= GIB:
-        return f"{nbytes / GIB:,.2f} GiB"
+        return f"{nbytes / GIB:,.{2 if abs(nbytes) < 9.995 * GIB else 1}f} GiB"
     return f"{nbytes / MIB:,.1f} MiB"
 
 
