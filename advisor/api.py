@@ -161,7 +161,8 @@ def _mesh(mesh):
 
 class Trace:
     """`with advisor.trace("logs/") as t:` profiles the block with jax.profiler; `t.step()` marks one
-    training step; on exit the trace is closed, the device memory profile saved beside it, and
+    training step; on exit the trace is closed, the device memory profile and the machine it ran on
+    (advisor_run.json: advisor calibrate's figures apply to this run there only) saved beside it, and
     `t.report` holds the analysis. An exception inside the block is re-raised after the trace is closed.
     `mesh` (a jax.sharding.Mesh, {name: size} or "data=2,pipe=2"): its axis names are recorded beside
     the trace (advisor_run.json) and name the axes of the report's parallelism section."""
@@ -222,9 +223,12 @@ class Trace:
             try:
                 from .runner import RUN_METADATA
                 jax.profiler.save_device_memory_profile(str(self.run_dir / MEMORY_PROFILE))
-                if self.mesh:
-                    import json
-                    (self.run_dir / RUN_METADATA).write_text(json.dumps({"mesh": [list(a) for a in self.mesh]}))
+                import json
+
+                from .hardware import this_host
+                # the machine (advisor calibrate's figures apply to the run there only), and the mesh given
+                meta = {"host": this_host(), **({"mesh": [list(a) for a in self.mesh]} if self.mesh else {})}
+                (self.run_dir / RUN_METADATA).write_text(json.dumps(meta))
             finally:
                 untrack(self.run_dir)     # the user's trace: kept whatever happens next
             self.report = analyze(self.run_dir, **self.analyze_kwargs)

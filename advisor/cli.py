@@ -20,6 +20,7 @@ from . import __version__
 from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
 from .outputs import atomic_open, refuse_overwrite, write_text
+from .report import layout
 from .report.escape import github_commands_off, terminal, visible
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -256,7 +257,7 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
     else:
         from .report.text import render
         with github_commands_off():
-            render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160), failed,
+            render(docs, layout.console(), failed,
                    path)
     return failed
 
@@ -382,7 +383,7 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     else:
         from .report.compare_text import render
         with github_commands_off():
-            render(results, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+            render(results, layout.console())
 
 
 @main.command("check")
@@ -552,7 +553,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     else:
         from .report.check_text import render
         with github_commands_off():
-            render(result, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+            render(result, layout.console())
     sys.exit(0 if result.passed else 1)
 
 
@@ -585,7 +586,7 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
                                                                      "rows": rows})))
     else:
         from .report.sweep_text import render
-        render(rows, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        render(rows, layout.console())
 
 
 @main.command()
@@ -594,30 +595,36 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True,
               help="The matmul benchmark's dtype (XLA:CPU runs bfloat16 slower than float32).")
 @click.option("--stream-mib", type=click.IntRange(min=16, max=4096), default=256, show_default=True,
-              help="The stream benchmark's array size in MiB (well above the caches).")
+              help="The DRAM stream benchmark's array size in MiB (at least 4 times the largest cache).")
 @user_errors
 def calibrate(size, dtype, stream_mib):
-    """Measure this host's peak matmul FLOP/s and memory bandwidth on JAX's default device (a matmul and a
-    stream benchmark, best of 5) and store them in the user cache folder ($ADVISOR_CACHE_DIR, else
-    ~/.cache/advisor): `analyze` then measures efficiency on traces of this host (CPU, or a device
-    advisor's table does not know) against them, labelled "measured on <host> by advisor calibrate"."""
+    """Measure this host's peak matmul FLOP/s and its memory bandwidth roofs, one per cache level and one
+    for DRAM, on JAX's default device (a matmul and stream benchmarks, best of 5), and store them with
+    what identifies this machine (name, CPU model, cores, memory) in the user cache folder
+    ($ADVISOR_CACHE_DIR, else ~/.cache/advisor): `analyze` then measures efficiency against them on
+    traces whose run records this machine (runs of run-workload and advisor.trace), labelled "measured on
+    <host> by advisor calibrate"; an op is judged against the roof of the fastest level its data fits in."""
     from . import calibrate as cal
+    from .hardware import describe
     from .report.efficiency_text import rate
+    from .units import size as size_text
 
     entry = cal.measure(size, dtype, stream_mib)
     path = cal.save(entry)
-    click.echo(f"{entry['host']} ({entry['backend']}, {entry['device_kind']}): matmul {rate(entry['flops_per_s'])} "
-               f"({dtype}, {size}x{size}), stream {rate(entry['bytes_per_s'], 'B/s')} "
-               f"({entry['stream_bytes'] / 2**20:.0f} MiB moved)")
-    click.echo(f"stored in {path}; analyze uses them for traces recorded on {entry['host']} ({entry['backend']})")
+    click.echo(f"{entry['host']} ({describe(entry['hardware'])}; {entry['backend']}, {entry['device_kind']}): "
+               f"matmul {rate(entry['flops_per_s'])} ({dtype}, {size}x{size})")
+    for r in entry["roofs"]:
+        fits = f"ops whose data fits in {size_text(r['fits_bytes'])}" if r["fits_bytes"] else \
+            f"any size; measured moving {size_text(entry['stream_bytes'])} a pass"
+        click.echo(f"  {r['level']:<5} {rate(r['bytes_per_s'], 'B/s')} ({fits})")
+    click.echo(f"stored in {path}; analyze uses them for traces whose run records this machine ({entry['host']}, "
+               f"{entry['backend']})")
 
 
 @main.command("rules")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_rules(fmt):
     """List every rule: id, default severity, backends, what it detects."""
-    from rich.table import Table
-
     from .engine import all_rules
 
     if fmt == "json":
@@ -626,13 +633,10 @@ def list_rules(fmt):
             {"id": r.id, "severity": r.severity, "escalation": r.escalation, "backends": list(r.backends),
              "summary": r.summary, "options": {k: v for k, v in r.options.items()}} for r in all_rules()]})))
         return
-    table = Table()
-    for column in ("rule", "severity", "backends"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("detects")
-    for rule in all_rules():
-        table.add_row(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary)
-    Console(highlight=False, width=None if sys.stdout.isatty() else 160).print(table)
+    cols = [layout.Col("rule"), layout.Col("severity", wrap=True), layout.Col("backends"),
+            layout.Col("detects", wrap=True)]
+    layout.table(layout.console(), None, cols,
+                 [(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary) for rule in all_rules()])
 
 
 @main.command()
@@ -734,7 +738,7 @@ def _print_docs(docs: list[dict], fmt: str, read_from: str, command: str = "anal
     else:
         from .report.text import render
         with github_commands_off():
-            render(docs, Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160),
+            render(docs, layout.console(),
                    list(failed), read_from)
 
 

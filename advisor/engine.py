@@ -27,6 +27,8 @@ class Analysis:
     profile: Profile
     findings: list[Finding]
     summary: dict[str, Any]
+    # which rules ran, which could not (and what the trace lacks), which are for other backends
+    rules: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict:
         p = self.profile
@@ -40,6 +42,7 @@ class Analysis:
             "findings": [f.to_json() for f in self.findings],
             "notes": p.notes,
             "warnings": [f"{p.path}: {w}" for w in p.warnings],
+            "rules": self.rules,
         }
 
     @property
@@ -333,12 +336,23 @@ def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
     _views(profile, mesh, options)
     rules = all_rules() if rules is None else rules
     findings = []
+    coverage: dict[str, Any] = {"ran": [], "could_not_run": [], "other_backends": []}
     for rule in rules:
+        if profile.backend not in rule.backends:
+            coverage["other_backends"].append(rule.id)
+            continue
+        lacks = rule.missing(profile)
         try:
-            findings.extend(rule.run(profile, options.get(rule.id)))
+            found = rule.run(profile, options.get(rule.id))
         except Exception as err:  # noqa: BLE001 - one broken rule must not hide the others' findings
+            found = []
             profile.notes.append(f"internal error in rule {rule.id}: {type(err).__name__}: {err} "
                                  "(please report it; the other rules ran)")
+        findings.extend(found)
+        if lacks and not found:     # run all the same: a rule's needs never hide a finding
+            coverage["could_not_run"].append({"rule": rule.id, "why": "; ".join(lacks)})
+        else:
+            coverage["ran"].append(rule.id)
     findings.sort(key=sort_key)
     if profile.device_capacity_bytes is None and any(r.id == "unneeded-grad-accumulation" for r in rules):
         note = ("device memory capacity unknown (the trace does not record it): unneeded-grad-accumulation "
@@ -349,4 +363,4 @@ def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
     summary["efficiency"] = efficiency(profile, peaks)
     from .sources import shorten
     shorten(findings, summary, profile.run_metadata)
-    return Analysis(profile=profile, findings=findings, summary=summary)
+    return Analysis(profile=profile, findings=findings, summary=summary, rules=coverage)

@@ -93,17 +93,40 @@ def dtype_class(dtype: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class Roof:
+    """A bandwidth roof of a memory level (advisor calibrate measures one per cache level and DRAM):
+    what an op whose working set fits in the level can reach."""
+    level: str                          # "L2", "L3", "DRAM"
+    fits_bytes: Optional[int]           # the level's size (all its instances); None: any size (DRAM)
+    bytes_per_s: float
+
+    def to_json(self) -> dict:
+        return {"level": self.level, "fits_bytes": self.fits_bytes, "bytes_per_s": self.bytes_per_s}
+
+
+@dataclasses.dataclass(frozen=True)
 class Peak:
     """The peaks a run is measured against, and where they come from."""
     device: str
     dtype: str                          # the column used ("bf16", "tf32", ...)
     flops_per_s: Optional[float]
-    bytes_per_s: Optional[float]
+    bytes_per_s: Optional[float]        # the memory roof (HBM, DRAM): the one for working sets of any size
     source: str
+    roofs: tuple[Roof, ...] = ()        # measured cache and DRAM roofs, smallest level first (else one roof)
+
+    def bandwidth_for(self, working_set: float) -> Optional[float]:
+        """The bandwidth roof of an op that moves `working_set` bytes per execution: the fastest level it
+        fits in (its data can be there), DRAM's (or HBM's) for any size."""
+        if not self.roofs:
+            return self.bytes_per_s
+        return max(r.bytes_per_s for r in self.roofs if r.fits_bytes is None or working_set <= r.fits_bytes)
 
     def to_json(self) -> dict:
-        return {"device": self.device, "dtype": self.dtype, "flops_per_s": self.flops_per_s,
-                "bytes_per_s": self.bytes_per_s, "source": self.source}
+        out = {"device": self.device, "dtype": self.dtype, "flops_per_s": self.flops_per_s,
+               "bytes_per_s": self.bytes_per_s, "source": self.source}
+        if self.roofs:
+            out["bandwidth_roofs"] = [r.to_json() for r in self.roofs]
+        return out
 
 
 def match_row(description: str, vendor: str = "", compute_capability: str = "", cores: Optional[int] = None,
@@ -168,6 +191,7 @@ class UserPeaks:
     bytes_per_s: Optional[float] = None
     flops_source: str = "--peak-flops"
     bytes_source: str = "--peak-bandwidth"
+    roofs: tuple[Roof, ...] = ()        # advisor calibrate's cache and DRAM roofs (bytes_per_s is DRAM's)
 
     def __bool__(self) -> bool:
         return self.flops_per_s is not None or self.bytes_per_s is not None
@@ -188,7 +212,8 @@ class UserPeaks:
             sources.append(f"bytes/s: {base.source}")
         same = {s.split(": ", 1)[1] for s in sources}
         source = sources[0].split(": ", 1)[1] if len(same) == 1 else "; ".join(sources)
-        return Peak(base.device if base else device, base.dtype if base else dtype, flops, bw, source)
+        return Peak(base.device if base else device, base.dtype if base else dtype, flops, bw, source,
+                    self.roofs if self.bytes_per_s is not None else ())
 
 
 def user_peaks(flops, bandwidth, flops_name: str = "--peak-flops",

@@ -10,6 +10,20 @@ from .findings import Finding
 from .model import Profile
 
 
+# What a rule reads from the trace (Rule.needs), each with the test of a profile and what a trace
+# without it lacks: a rule whose needs the trace does not meet could not run, and the report says so.
+NEEDS: dict[str, tuple[Callable[[Profile], bool], str]] = {
+    "hlo": (lambda p: p.modules.get(p.step_module or "") is not None, "no HLO of a step program in the trace"),
+    "buffers": (lambda p: p.memory is not None and p.memory.peak_bytes > 0,
+                "no buffer assignment of the step program"),
+    "steps": (lambda p: bool(p.steps), "no steps in the trace (no step annotations)"),
+    "two steps": (lambda p: len(p.steps) >= 2, "fewer than two steps"),
+    "kernels": (lambda p: any(d.kernel_count for d in p.devices), "no device kernels in the trace"),
+    "capacity": (lambda p: bool(p.device_capacity_bytes),
+                 "device memory capacity unknown (pass --device-memory)"),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Rule:
     id: str
@@ -20,6 +34,7 @@ class Rule:
     doc: str                        # the rule module's docstring
     notes: Optional[Callable[[Profile], list[str]]] = None   # what the run's notes should say (e.g. warm-up)
     escalation: str = ""            # when a finding's severity rises above the default, e.g. "error when ..."
+    needs: tuple[str, ...] = ()     # what it reads from the trace (keys of NEEDS)
 
     @property
     def severity_text(self) -> str:
@@ -31,6 +46,10 @@ class Rule:
         """Thresholds the check takes as keyword arguments, with their defaults."""
         params = inspect.signature(self.check).parameters
         return {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+
+    def missing(self, profile: Profile) -> list[str]:
+        """What the trace lacks that this rule reads ([] when it can run)."""
+        return [NEEDS[n][1] for n in self.needs if not NEEDS[n][0](profile)]
 
     def run(self, profile: Profile, options: dict[str, Any] | None = None) -> list[Finding]:
         if profile.backend not in self.backends:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import errors
+from . import errors, hardware
 from .cleanup import remove, sweep, track, untrack
 from .units import mib
 
@@ -228,6 +228,7 @@ def _write_metadata(run_dir, name, preset, config, device, built, compile_s, wal
         "device_count": jax.device_count(),
         "devices_used": workload_parallel.devices_needed(config),
         "versions": _versions(),
+        "host": hardware.this_host(),     # the machine: advisor calibrate's figures apply to this run only there
         "num_params": built.num_params(),
         "compile_s": round(compile_s, 3),
         "compile_cache": cache_use,

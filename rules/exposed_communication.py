@@ -189,6 +189,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="collectives on the critical path take a large share of the step (transfer and waiting apart)",
     check=check,
+    needs=("hlo",),
     doc=__doc__,
     notes=notes,
 )

@@ -121,5 +121,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="large float32 activations at peak where bfloat16 compute would do (info only on CPU)",
     check=check,
+    needs=("buffers",),
     doc=__doc__,
 )

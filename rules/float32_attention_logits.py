@@ -90,5 +90,6 @@ RULE = Rule(
     backends=("gpu", "tpu"),
     summary="float32 attention score buffers [.., heads, q, k] are a large share of peak memory",
     check=check,
+    needs=("buffers",),
     doc=__doc__,
 )

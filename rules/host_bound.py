@@ -120,6 +120,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="the device sits idle inside steps waiting on the host (sync, transfers, dispatch)",
     check=check,
+    needs=("steps",),
     doc=__doc__,
     notes=notes,
 )

@@ -102,5 +102,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="large host-to-device or device-to-host copies every step",
     check=check,
+    needs=("steps",),
     doc=__doc__,
 )

@@ -84,5 +84,6 @@ RULE = Rule(
     backends=("gpu", "tpu"),
     summary="many kernels under 10 µs per step: the device spends its time launching them",
     check=check,
+    needs=("kernels",),
     doc=__doc__,
 )

@@ -87,5 +87,6 @@ RULE = Rule(
     backends=("gpu", "tpu"),
     summary="transposes and layout copies (memory-bound, no compute) take a material share of device time",
     check=check,
+    needs=("hlo",),
     doc=__doc__,
 )

@@ -88,5 +88,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="the jitted step's large inputs are not aliased to its outputs (no donation)",
     check=check,
+    needs=("hlo", "buffers"),
     doc=__doc__,
 )

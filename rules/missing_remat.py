@@ -150,5 +150,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="no rematerialization while remat would free a material share of peak memory",
     check=check,
+    needs=("hlo", "buffers"),
     doc=__doc__,
 )

@@ -138,5 +138,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="a pipeline's schedule runs many padding iterations: more microbatches (or a looping pipeline) shrink it",
     check=check,
+    needs=("hlo",),
     doc=__doc__,
 )

@@ -158,6 +158,7 @@ RULE = Rule(
     summary="XLA compiles inside profiled steps after the first (the same function compiled again)",
     escalation="error when compiling takes 20% or more of step time",
     check=check,
+    needs=("two steps",),
     doc=__doc__,
     notes=notes,
 )

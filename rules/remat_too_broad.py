@@ -116,5 +116,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="the whole block is rematted where rematting its parts saves nearly the same memory",
     check=check,
+    needs=("hlo", "buffers"),
     doc=__doc__,
 )

@@ -192,5 +192,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="data parallelism with the parameters and optimizer state copied on every device (no FSDP)",
     check=check,
+    needs=("hlo", "buffers"),
     doc=__doc__,
 )

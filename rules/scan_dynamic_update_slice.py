@@ -49,6 +49,7 @@ that ran them.
 
 from __future__ import annotations
 
+from advisor.categories import categorize
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
@@ -126,15 +127,20 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
                 + text + "; what is stacked is then the carried state of each time step")
     if remedy.kind is Kind.UNROLL_LAYERS and not rematted and not config and not in_schedule:
         text += "; or remat the blocks inside the scan (Linen `nn.scan(nn.remat(Block))`, NNX `nnx.remat`)"
+    by_category = _by_category(profile, dus + fill, per_step_ns / (dus_ns + fill_ns) if dus_ns + fill_ns else 0.0)
+    copies = dus + [(op, ins) for op, ins in fill if ins.opcode == "copy"]
+    only_fill = ({categorize(ins, op.name) for op, ins in fill if ins.opcode != "copy"}
+                 - {categorize(ins, op.name) for op, ins in copies})
     yield Finding(
         rule=RULE.id,
         severity=severity(profile, remedy, share, RULE.severity),
-        title=f"scan stacking copies take {pct(share)} of op time ({ms(per_step_ns)} per step): "
+        title=f"scan stacking copies take {pct(share)} of op time ({ms(per_step_ns)} per step{_split(by_category, only_fill)}): "
               f"dynamic-update-slice into stacked per-{'iteration' if in_schedule else 'time-step' if over_time else 'layer'} buffers"
               + (" of the pipeline schedule loop" if in_schedule else ""),
         evidence={
             "share_of_op_time": round(share, 4),
             "time_per_step_ms": round(per_step_ns / 1e6, 3),
+            "time_per_step_ms_by_category": {k: round(v / 1e6, 3) for k, v in by_category.items()},
             "dynamic_update_slice_share": round(dus_ns / total, 4),
             "stacked_buffer_fill_and_copy_share": round(fill_ns / total, 4),
             "op_time_per_step_ms": round(per_step(profile, total) / 1e6, 3),
@@ -158,6 +164,25 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
         impact=share,
         source=source,
     )
+
+
+def _by_category(profile: Profile, ops, scale: float) -> dict[str, float]:
+    """The ops' time per step (ns) by the category the efficiency table puts them in."""
+    out: dict[str, float] = {}
+    for op, ins in ops:
+        cat = categorize(ins, op.name)
+        out[cat] = out.get(cat, 0.0) + op.self_ns * scale
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _split(by_category: dict[str, float], fill_categories: set[str]) -> str:
+    """Where the time sits in the category table, when it spans more than one category (so the figure
+    can exceed the copy/dynamic-update-slice category's own): the zero-fill of the stacked buffers is
+    a broadcast fusion."""
+    if len(by_category) < 2:
+        return ""
+    return ": " + ", ".join(f"{ms(ns)} in {cat}" + (" (the zero-fill of the stacked buffers)" if cat in fill_categories
+                                                     else "") for cat, ns in by_category.items())
 
 
 def _in_loop(module, loop: str, target: str) -> bool:
@@ -191,5 +216,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="dynamic-update-slice copies inside scan (while) bodies take a material share of op time",
     check=check,
+    needs=("hlo",),
     doc=__doc__,
 )

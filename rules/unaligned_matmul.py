@@ -136,5 +136,6 @@ RULE = Rule(
     backends=("gpu", "tpu"),
     summary="matmul dimensions that are not multiples of the tensor-core or MXU tile leave it partly idle",
     check=check,
+    needs=("hlo",),
     doc=__doc__,
 )

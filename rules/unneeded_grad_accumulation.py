@@ -130,5 +130,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="gradient accumulation while the full batch would fit in device memory",
     check=check,
+    needs=("hlo", "buffers", "capacity"),
     doc=__doc__,
 )

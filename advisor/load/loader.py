@@ -317,7 +317,7 @@ def _capacity(device_stats: dict) -> Optional[int]:
 
 _METADATA_TYPES = {"num_params": int, "workload": str, "preset": str, "backend": str, "device_kind": str,
                    "compile_s": (int, float), "step_wall_ms_median": (int, float), "step_wall_ms": list,
-                   "config": dict, "required_bytes": int, "capacity_bytes": int, "mesh": list}
+                   "config": dict, "required_bytes": int, "capacity_bytes": int, "mesh": list, "host": dict}
 
 
 def _run_metadata(run: RunFiles, warnings: list[str]) -> dict:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from . import layout
 from .escape import terminal
 from ..units import mib
 
@@ -24,19 +24,19 @@ def render(results, console: Console) -> None:
             console.print(terminal(name, "bold"))
         for line in c.runs_text():
             console.print(terminal(line))
-        table = Table("metric", "base", "new", "ratio")
         b, n = c.base, c.new
-        table.add_row("step time (median)", f"{b.step_time_ms or 0:.2f} ms", f"{n.step_time_ms or 0:.2f} ms",
-                      f"{_ratio(c.step_time_ratio)} (noise {c.noise:.0%})")
+        rows = [["step time (median)", f"{b.step_time_ms or 0:.2f} ms", f"{n.step_time_ms or 0:.2f} ms",
+                 f"{_ratio(c.step_time_ratio)} (noise {c.noise:.0%})"]]
         if b.peak_memory_bytes is not None and n.peak_memory_bytes is not None:
-            table.add_row("peak memory", mib(b.peak_memory_bytes), mib(n.peak_memory_bytes), _ratio(c.peak_memory_ratio))
+            rows.append(["peak memory", mib(b.peak_memory_bytes), mib(n.peak_memory_bytes), _ratio(c.peak_memory_ratio)])
         if b.mfu is not None or n.mfu is not None:
-            table.add_row("MFU", _pct(b.mfu), _pct(n.mfu),
-                          _ratio(n.mfu / b.mfu) if b.mfu and n.mfu is not None else "n/a")
+            rows.append(["MFU", _pct(b.mfu), _pct(n.mfu),
+                         _ratio(n.mfu / b.mfu) if b.mfu and n.mfu is not None else "n/a"])
         for cat, ratio in c.category_ratios.items():
-            table.add_row(terminal(f"op time: {cat}"), f"{b.category_ms_per_step.get(cat, 0):.2f} ms/step",
-                          f"{n.category_ms_per_step.get(cat, 0):.2f} ms/step", _ratio(ratio))
-        console.print(table)
+            rows.append([terminal(f"op time per step: {cat}"), f"{b.category_ms_per_step.get(cat, 0):.2f} ms",
+                         f"{n.category_ms_per_step.get(cat, 0):.2f} ms", _ratio(ratio)])
+        layout.table(console, None, [layout.Col("metric", wrap=True), layout.Col("base", number=True),
+                                     layout.Col("new", number=True), layout.Col("ratio", number=True)], rows)
         if n.mfu_peak or b.mfu_peak:
             peaks = {b.mfu_peak, n.mfu_peak} - {""}
             console.print(terminal("MFU against " + "; ".join(sorted(peaks)), "dim"))

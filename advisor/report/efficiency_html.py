@@ -24,14 +24,18 @@ def charts(eff: Optional[dict]) -> list[str]:
         out.append(roofline)
     cats = eff.get("categories") or []
     if cats:
-        over = f"over {eff['steps']} steps" if eff.get("steps") else "over the traced window"
-        rows = [[c["category"], round(c["time_s"] * 1e3, 3), rate(c["flops"], "FLOP") if c["flops"] is not None
-                 else "unknown", rate(c["bytes"], "B"), rate(c["flops_per_s"]), rate(c["bytes_per_s"], "B/s"),
+        steps = eff.get("steps")
+        title = (f"op time by category, per step on one device (mean of {steps} steps)" if steps
+                 else "op time by category on one device, over the traced window (no steps)")
+        each = "per step" if steps else "in the window"
+        rows = [[c["category"], round(c["time_per_step_s"] * 1e3, 3),
+                 rate(c["flops_per_step"], "FLOP") if c["flops_per_step"] is not None else "unknown",
+                 rate(c["bytes_per_step"], "B"), rate(c["flops_per_s"]), rate(c["bytes_per_s"], "B/s"),
                  pct(c["flops_share_of_peak"]), pct(c["bytes_share_of_peak"]), c["bound"] or "—"] for c in cats]
         peak = eff.get("peak")
         source = f"; peak: {peak['device']} ({peak['source']})" if peak else "; no peak known"
-        table = _table(["category", "ms", "FLOPs", "bytes", "FLOP/s", "bytes/s", "of peak FLOP/s", "of peak B/s",
-                        "bound"], rows, f"op time by category on one device, {over}{source}")
+        table = _table(["category", f"ms {each}", f"FLOPs {each}", f"bytes {each}", "FLOP/s", "bytes/s",
+                        "of peak FLOP/s", "of peak B/s", "bound"], rows, f"{title}{source}")
         out.append(f'<div class="chart" role="group" aria-label="efficiency by category">{table}</div>')
     return out
 
@@ -62,6 +66,9 @@ def _roofline(eff: dict) -> Optional[str]:
         ax.plot(grid, [min(f_peak, b_peak * x) for x in grid], color="#2c3e50", linewidth=1.2,
                 label=f"roofs: {rate(f_peak)}, {rate(b_peak, 'B/s')}")
         ax.axvline(f_peak / b_peak, color="#2c3e50", linewidth=0.6, linestyle=":")
+        for roof in [r for r in peak.get("bandwidth_roofs") or [] if r.get("fits_bytes")]:   # calibrated caches
+            ax.plot(grid, [min(f_peak, roof["bytes_per_s"] * x) for x in grid], color="#2c3e50", linewidth=0.8,
+                    linestyle="--", label=escape.mathtext(f"{roof['level']}: {rate(roof['bytes_per_s'], 'B/s')}"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -72,10 +79,11 @@ def _roofline(eff: dict) -> Optional[str]:
         title += f" (peak: {peak['device']})"
     ax.set_title(escape.mathtext(title), loc="left")
     ax.legend(fontsize=7, loc="lower right")
-    rows = [[o["name"], o.get("module", ""), round(o["time_s"] * 1e3, 3), float(f"{o['intensity']:.3g}"),
+    rows = [[o["name"], o.get("module", ""), round(o["time_per_step_s"] * 1e3, 3), float(f"{o['intensity']:.3g}"),
              rate(o["flops_per_s"]), o.get("bound") or "—"] for o in sorted(ops, key=lambda o: -o["time_s"])[:12]]
     source = f"peak: {peak['source']}" if peak else "no peak known: pass --peak-flops and --peak-bandwidth"
-    table = _table(["op", "program", "ms", "FLOP/B", "FLOP/s", "bound"], rows,
+    table = _table(["op", "program", "ms per step" if eff.get("steps") else "ms in the window", "FLOP/B", "FLOP/s",
+                    "bound"], rows,
                    f"the longest ops on the roofline ({source}; latency-bound: executions under "
                    f"{eff.get('latency_threshold_us', 5):g} µs)")
     return _chart(_svg(fig), table, "roofline")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Optional
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from . import layout
 from .escape import terminal
 from ..units import si
 
@@ -46,58 +46,102 @@ def render(doc: dict, console: Console) -> None:
     eff = doc.get("summary", {}).get("efficiency")
     if not eff:
         return
-    table = Table(show_header=False, box=None, pad_edge=False, title=Text("efficiency", style="bold"),
-                  title_justify="left")
-    table.add_column(style="dim")
-    table.add_column()
+    rows = []
     peak = eff.get("peak")
     per = "per step" if eff.get("steps") else "over the traced window, which has no steps"
-    table.add_row("work", terminal(f"{count(eff['flops_per_step'], 'FLOP')} {per} "
-                               f"({count(eff['matmul_flops_per_step'], 'FLOP')} in matmuls, "
-                               f"{eff.get('matmul_dtype') or 'no matmuls'}), "
-                               f"{count(eff['bytes_per_step'], 'B')} moved, over {eff['devices']} device(s)"))
-    table.add_row("achieved", Text(f"{rate(eff.get('achieved_flops_per_s'))}, "
-                                   f"{rate(eff.get('achieved_bytes_per_s'), 'B/s')} over the step"))
+    rows.append(("work", terminal(f"{count(eff['flops_per_step'], 'FLOP')} {per} "
+                                  f"({count(eff['matmul_flops_per_step'], 'FLOP')} in matmuls, "
+                                  f"{eff.get('matmul_dtype') or 'no matmuls'}), "
+                                  f"{count(eff['bytes_per_step'], 'B')} moved, over {eff['devices']} device(s)")))
+    rows.append(("achieved", Text(f"{rate(eff.get('achieved_flops_per_s'))}, "
+                                  f"{rate(eff.get('achieved_bytes_per_s'), 'B/s')} over the step")))
     if peak:
-        table.add_row("peak", terminal(f"{peak['device']}: {rate(peak.get('flops_per_s'))} {peak['dtype']}, "
-                                       f"{rate(peak.get('bytes_per_s'), 'B/s')} (source: {peak['source']})"))
-        table.add_row("MFU / HFU", terminal(f"{pct(eff.get('mfu'))} / {pct(eff.get('hfu'))} of the peak {peak['dtype']} "
-                                        "matmul rate (HFU counts remat's recomputation)"))
+        rows.append(("peak", terminal(f"{peak['device']}: {rate(peak.get('flops_per_s'))} {peak['dtype']}, "
+                                      f"{_bandwidth(peak)} (source: {peak['source']})")))
+        rows.append(("MFU / HFU", terminal(f"{pct(eff.get('mfu'))} / {pct(eff.get('hfu'))} of the peak {peak['dtype']} "
+                                           "matmul rate (HFU counts remat's recomputation)")))
         if eff.get("ridge_flops_per_byte"):
-            table.add_row("roofline", Text(f"ridge point {eff['ridge_flops_per_byte']:.3g} FLOP/B; ops whose "
-                                           f"executions take under {eff['latency_threshold_us']:g} µs are "
-                                           "latency-bound"))
+            rows.append(("roofline", Text(f"ridge point {eff['ridge_flops_per_byte']:.3g} FLOP/B{_ridges(peak)}; "
+                                          f"ops whose executions take under {eff['latency_threshold_us']:g} µs are "
+                                          "latency-bound")))
     else:
-        table.add_row("peak", Text("unknown (MFU needs one: --peak-flops and --peak-bandwidth, "
-                                   "or advisor calibrate)"))
+        rows.append(("peak", Text("unknown (MFU needs one: --peak-flops and --peak-bandwidth, "
+                                  "or advisor calibrate)")))
     if eff.get("unknown_flops_time_share"):
-        table.add_row("no FLOP count", Text(f"{pct(eff['unknown_flops_time_share'])} of op time "
-                                            "(custom calls the HLO does not describe)"))
-    console.print(table)
-    cats = eff.get("categories") or []
-    if cats:
-        over = f"over {eff['steps']} steps" if eff.get("steps") else "over the traced window"
-        t = Table(title=Text(f"op time by category on one device, {over}"), title_justify="left")
-        for col in ("category", "time", "FLOPs", "bytes", "FLOP/s", "bytes/s", "of peak FLOP/s", "of peak B/s",
-                    "bound"):
-            t.add_column(col, justify="left" if col in ("category", "bound") else "right")
-        for c in cats:
-            t.add_row(terminal(c["category"]), f"{c['time_s'] * 1e3:.3f} ms", count(c["flops"], "FLOP"),
-                      count(c["bytes"], "B"), rate(c["flops_per_s"]), rate(c["bytes_per_s"], "B/s"),
-                      pct(c["flops_share_of_peak"]), pct(c["bytes_share_of_peak"]),
-                      terminal(c["bound"] or "-", _BOUND_STYLE.get(c["bound"] or "", "")))
-        console.print(t)
-    ops = [o for o in eff.get("ops") or [] if o.get("bound") != "communication"][:TOP_OPS]
-    if ops and peak:
-        t = Table(title=Text(f"the {len(ops)} longest ops against their roofline (share of the rate the peaks "
-                             "allow at their intensity)"), title_justify="left")
-        for col in ("op", "category", "time", "FLOP/B", "FLOP/s", "bytes/s", "of roof", "bound"):
-            t.add_column(col, justify="left" if col in ("op", "category", "bound") else "right")
-        for o in ops:
-            t.add_row(terminal(o["name"]), terminal(o["category"]), f"{o['time_s'] * 1e3:.3f} ms",
-                      "-" if o.get("intensity") is None else f"{o['intensity']:.3g}", rate(o.get("flops_per_s")),
-                      rate(o.get("bytes_per_s"), "B/s"), pct(o.get("roof_share")),
-                      terminal(o.get("bound") or "-", _BOUND_STYLE.get(o.get("bound") or "", "")))
-        console.print(t)
+        rows.append(("no FLOP count", Text(f"{pct(eff['unknown_flops_time_share'])} of op time "
+                                           "(custom calls the HLO does not describe)")))
+    layout.pairs(console, rows, Text("efficiency", style="bold"))
+    _categories(eff, console)
+    _ops(eff, console)
     for note in eff.get("notes", []):
         console.print(terminal(f"note: {note}", "dim"))
+
+
+def _bandwidth(peak: dict) -> str:
+    """The peak's bandwidth roofs: one (HBM, or the figure given), or the cache and DRAM roofs measured
+    by advisor calibrate, each with the working sets it applies to."""
+    roofs = peak.get("bandwidth_roofs") or []
+    if not roofs:
+        return rate(peak.get("bytes_per_s"), "B/s")
+    return ", ".join(f"{rate(r['bytes_per_s'], 'B/s')} {r['level']}"
+                     + (f" (ops whose data fits in {_size(r['fits_bytes'])})" if r.get("fits_bytes") else "")
+                     for r in roofs)
+
+
+def _ridges(peak: dict) -> str:
+    """The ridge point of each cache roof, beside DRAM's (an op is judged at the roof of its data's level)."""
+    roofs = [r for r in peak.get("bandwidth_roofs") or [] if r.get("fits_bytes")]
+    if not roofs or not peak.get("flops_per_s"):
+        return ""
+    return " from DRAM, " + ", ".join(f"{peak['flops_per_s'] / r['bytes_per_s']:.3g} from {r['level']}" for r in roofs)
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n / 2**10:g} KiB"
+
+
+def _bound(value: Optional[str]) -> Text:
+    return terminal(value or "-", _BOUND_STYLE.get(value or "", ""))
+
+
+def _categories(eff: dict, console: Console) -> None:
+    """Time, work and rates per category, per step (the trace's window when it has no steps)."""
+    cats = eff.get("categories") or []
+    if not cats:
+        return
+    steps = eff.get("steps")
+    each = "per step" if steps else "in the window"
+    title = (f"op time by category, per step on one device (mean of {steps} steps)" if steps
+             else "op time by category on one device, over the traced window (no steps)")
+    shares = bool(eff.get("peak"))
+    cols = [layout.Col("category", wrap=True), layout.Col(f"time {each}", number=True),
+            layout.Col(f"FLOPs {each}", number=True, drop=2), layout.Col(f"bytes {each}", number=True, drop=2),
+            layout.Col("FLOP/s", number=True, drop=1), layout.Col("bytes/s", number=True, drop=1)]
+    if shares:
+        cols += [layout.Col("of peak FLOP/s", number=True), layout.Col("of peak B/s", number=True)]
+    cols.append(layout.Col("bound"))
+    rows = []
+    for c in cats:
+        row = [terminal(c["category"]), f"{c['time_per_step_s'] * 1e3:.2f} ms", count(c["flops_per_step"], "FLOP"),
+               count(c["bytes_per_step"], "B"), rate(c["flops_per_s"]), rate(c["bytes_per_s"], "B/s")]
+        if shares:
+            row += [pct(c["flops_share_of_peak"]), pct(c["bytes_share_of_peak"])]
+        rows.append(row + [_bound(c["bound"])])
+    layout.table(console, title, cols, rows)
+
+
+def _ops(eff: dict, console: Console) -> None:
+    ops = [o for o in eff.get("ops") or [] if o.get("bound") != "communication"][:TOP_OPS]
+    if not ops or not eff.get("peak"):
+        return
+    each = "per step" if eff.get("steps") else "in the window"
+    title = (f"the {len(ops)} longest ops against their roofline (share of the rate the peaks allow at their "
+             "intensity)")
+    cols = [layout.Col("op", wrap=True), layout.Col("category", wrap=True, drop=2),
+            layout.Col(f"time {each}", number=True), layout.Col("FLOP/B", number=True),
+            layout.Col("FLOP/s", number=True, drop=1), layout.Col("bytes/s", number=True, drop=1),
+            layout.Col("of roof", number=True), layout.Col("bound")]
+    rows = [[terminal(o["name"]), terminal(o["category"]), f"{o['time_per_step_s'] * 1e3:.3f} ms",
+             "-" if o.get("intensity") is None else f"{o['intensity']:.3g}", rate(o.get("flops_per_s")),
+             rate(o.get("bytes_per_s"), "B/s"), pct(o.get("roof_share")), _bound(o.get("bound"))] for o in ops]
+    layout.table(console, title, cols, rows)

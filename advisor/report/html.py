@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from ..run_label import from_summary, label
 from ..units import mib
-from . import escape
+from . import coverage, escape
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;max-width:1100px;
@@ -189,7 +189,13 @@ def run_section(doc: dict, charts: list[str], finding_extra=None) -> str:
         out.append(f'<p class="verdict"><b>verdict</b> {_e(verdict)}</p>')
     out.append("<h2>Findings</h2>")
     out += ([_finding(f, finding_extra(f) if finding_extra else "") for f in doc["findings"]]
-            or ["<p>No findings: no rule fired on this run.</p>"])
+            or ([] if coverage.summary(doc) else ["<p>No findings: no rule fired on this run.</p>"]))
+    said = coverage.summary(doc)
+    if said:
+        head, groups, ran = said
+        out.append(f'<p class="coverage"><b>{_e(head)}:</b></p><ul>'
+                   + "".join(f"<li>{_e(why)}: {_e(', '.join(ids))}</li>" for why, ids in groups)
+                   + (f"<li>{_e(ran)}</li>" if ran else "") + "</ul>")
     out.append("<h2>Where the step's time and memory go</h2>")
     out += charts
     if doc.get("notes"):

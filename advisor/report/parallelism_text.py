@@ -7,10 +7,10 @@ Everything from the trace (axis names, which a user may pass or a run may record
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..units import mib, size
+from . import layout
 from .escape import terminal, visible
 
 MAX_ROWS = 10
@@ -33,14 +33,13 @@ def render(doc: dict, console: Console) -> None:
     if rows:
         shown = rows[:MAX_ROWS]
         more = f", the {len(shown)} longest of {len(rows)}" if len(rows) > len(shown) else ""
-        table = Table(title=f"collectives by mesh axis and role, per step on one device (mean over devices{more})")
-        for col in ("axis", "kind", "role", "per step", "bytes", "time", "exposed"):
-            table.add_column(col, justify="left" if col in ("axis", "kind", "role") else "right")
-        for r in shown:
-            table.add_row(_t(f"{r['axis']} ({r['axis_size']})"), _t(r["kind"]), _t(r["role"]),
-                          _t(f"{r['count_per_step']:g}"), _t(size(r["bytes_per_step"])),
-                          _t(f"{r['time_s'] * 1e3:.2f} ms"), _t(f"{r['exposed_s'] * 1e3:.2f} ms"))
-        console.print(table)
+        cols = [layout.Col("axis"), layout.Col("kind"), layout.Col("role", wrap=True)]
+        cols += [layout.Col(c, number=True) for c in ("per step", "bytes per step", "time per step",
+                                                       "exposed per step")]
+        layout.table(console, f"collectives by mesh axis and role, per step on one device (mean over devices{more})",
+                     cols, [[_t(f"{r['axis']} ({r['axis_size']})"), _t(r["kind"]), _t(r["role"]),
+                             _t(f"{r['count_per_step']:g}"), _t(size(r["bytes_per_step"])),
+                             _t(f"{r['time_s'] * 1e3:.2f} ms"), _t(f"{r['exposed_s'] * 1e3:.2f} ms")] for r in shown])
     pipe = view.get("pipeline")
     if pipe:
         line = Text("pipeline: ", style="bold")

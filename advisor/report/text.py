@@ -6,11 +6,12 @@ import urllib.parse
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..units import mib, si, size
 from . import efficiency_text
+from . import coverage
+from . import layout
 from . import parallelism_text
 from .escape import terminal
 
@@ -22,9 +23,9 @@ FLEET_TOP = 3                # runs named under the fleet table for the slowest 
 MAX_COLLECTIVES = 8     # rows of the collectives table
 
 
-def _row(table: Table, *cells) -> None:
+def _row(rows: list, *cells) -> None:
     """Every cell as a Text: a string from the trace is never parsed as markup."""
-    table.add_row(*(c if isinstance(c, Text) else terminal("" if c is None else c) for c in cells))
+    rows.append([c if isinstance(c, Text) else terminal("" if c is None else c) for c in cells])
 
 
 def _line(console: Console, text: str, style: str = "") -> None:
@@ -41,11 +42,14 @@ def render(docs: list[dict], console: Console, failed: list[dict] = (), root: st
 
 
 def render_plain(docs: list[dict], failed: list[dict] = (), root: str = "") -> str:
-    """The report as text without colour: what `--output FILE` writes and str(Report) returns."""
+    """The report as plain lines (layout.py): what `--output FILE` writes, what a pipe gets, and what
+    str(Report) returns."""
     import io
 
     buf = io.StringIO()
-    render(docs, Console(file=buf, highlight=False, soft_wrap=True, width=160), list(failed), root)
+    con = layout.console(buf, terminal=False)
+    render(docs, con, list(failed), root)
+    con.file.flush()
     return buf.getvalue()
 
 
@@ -70,20 +74,22 @@ def run_name(path: str, root: str) -> str:
 def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = "") -> None:
     """One row per run, by path: findings by severity, step time, peak memory; then the slowest
     steps and the largest peaks of the fleet."""
-    table = Table(title=f"fleet: {len(docs) + len(failed)} runs" + (f", {len(failed)} not analyzed" if failed else ""))
-    table.add_column("run", overflow="fold")
-    for sev in _SEVERITIES:
-        table.add_column(sev if sev == "info" else f"{sev}s", justify="right", style=_STYLE[sev])
-    table.add_column("step time", justify="right")
-    table.add_column("peak memory", justify="right")
-    table.add_column("rules that fired", overflow="fold")
+    title = f"fleet: {len(docs) + len(failed)} runs" + (f", {len(failed)} not analyzed" if failed else "")
+    ran = _fleet_labels(docs)
+    if not any(ran.values()):
+        ran = {}
+    cols = [layout.Col("run", wrap=True)] + ([layout.Col("workload and settings", wrap=True, drop=1)] if ran else [])
+    cols += [layout.Col(sev if sev == "info" else f"{sev}s", number=True) for sev in _SEVERITIES]
+    cols += [layout.Col("step time", number=True), layout.Col("peak memory", number=True),
+             layout.Col("rules that fired", wrap=True)]
     rows = [(d["path"] or "", d) for d in docs] + [(f["path"], f) for f in failed]
+    cells = []
     totals = dict.fromkeys(_SEVERITIES, 0)
-    named = _fleet_names(docs, root)
     for path, item in sorted(rows, key=lambda r: r[0]):
         if "reason" in item:
             reason = item["reason"].removeprefix(f"{path}: ")
-            _row(table, run_name(path, root), "", "", "", "", "", terminal(f"not analyzed: {reason}", "red"))
+            cells.append([terminal(run_name(path, root)), *([""] if ran else []), "", "", "", "", "",
+                          terminal(f"not analyzed: {reason}", "red")])
             continue
         counts = {sev: sum(f["severity"] == sev for f in item["findings"]) for sev in _SEVERITIES}
         for sev in _SEVERITIES:
@@ -92,9 +98,10 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
         step = f"{s['step_time_ms']:.2f} ms" if s.get("step_time_ms") is not None else "-"
         peak = mib(s["peak_memory_bytes"]) if s.get("peak_memory_bytes") is not None else "-"
         fired = ", ".join(dict.fromkeys(f["rule"] for f in item["findings"]))
-        _row(table, named[path], *(str(counts[sev] or "") for sev in _SEVERITIES), step, peak,
-                      fired + (" (partial)" if item.get("warnings") else ""))
-    console.print(table)
+        cells.append([terminal(run_name(path, root)), *([terminal(ran[path])] if ran else []),
+                      *(Text(str(counts[sev] or ""), style=_STYLE[sev]) for sev in _SEVERITIES), step, peak,
+                      terminal(fired + (" (partial)" if item.get("warnings") else ""))])
+    layout.table(console, title, cols, cells)
     _line(console, "findings: " + ", ".join(f"{totals[sev]} {sev}{'s' if totals[sev] != 1 else ''}"
                                             for sev in _SEVERITIES))
     by_step = sorted((d for d in docs if d["summary"].get("step_time_ms") is not None),
@@ -109,29 +116,27 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
             f"{run_name(d['path'], root)} ({mib(d['summary']['peak_memory_bytes'])})" for d in by_peak))
 
 
-def _fleet_names(docs: list[dict], root: str) -> dict[str, str]:
-    """Each run's name in the fleet table: its folder, and under it the workload and the settings
-    that tell it from the other runs of that workload (a sweep's varied keys)."""
+def _fleet_labels(docs: list[dict]) -> dict[str, str]:
+    """Each run's workload and the settings that tell it from the other runs of that workload (a
+    sweep's varied keys), by path; "" for a run no bundled workload recorded."""
     from ..run_label import from_summary, labels
 
-    infos = [from_summary(d["summary"].get("run")) for d in docs]
-    return {d["path"] or "": Text.assemble(terminal(run_name(d["path"] or "", root)), *(("\n", terminal(text, "dim"))
-                                                                                     if text else ()))
-            for d, text in zip(docs, labels(infos))}
+    return {d["path"] or "": text for d, text in zip(docs, labels([from_summary(d["summary"].get("run"))
+                                                                    for d in docs]))}
 
 
 def _verified(doc: dict, console: Console) -> None:
     rows = [f for f in doc["findings"] if f.get("verified")]
     if not rows:
         return
-    table = Table(title="verified: each change applied alone, re-run, measured")
-    for col in ("rule", "change", "step time", "peak memory", "verdict", "numerics"):
-        table.add_column(col)
+    cols = [layout.Col("rule"), layout.Col("change", wrap=True), layout.Col("step time", wrap=True),
+            layout.Col("peak memory", wrap=True), layout.Col("verdict", wrap=True), layout.Col("numerics", wrap=True)]
+    cells = []
     for f in rows:
         v = f["verified"]
-        change = " ".join(f"{k}={_value(x)}" for k, x in v["change"].items())
+        change = terminal(" ".join(f"{k}={_value(x)}" for k, x in v["change"].items()))
         if "error" in v:
-            _row(table, f["rule"], change, "", "", terminal(v["error"], "red"), "")
+            cells.append([terminal(f["rule"]), change, "", "", terminal(v["error"], "red"), ""])
             continue
         st = v["step_time_ms"]
         pm = v["peak_memory_bytes"]
@@ -149,8 +154,8 @@ def _verified(doc: dict, console: Console) -> None:
             numerics = f"same loss ({loss[0]:.6f})" if v["loss_match"] else "loss not recorded"
         else:
             numerics = f"changes numerics: loss {loss[0]:.6f} -> {loss[1]:.6f}"
-        _row(table, f["rule"], change, step, peak, verdict, numerics)
-    console.print(table)
+        cells.append([terminal(f["rule"]), change, step, peak, verdict, numerics])
+    layout.table(console, "verified: each change applied alone, re-run, measured", cols, cells)
 
 
 def _summary(doc: dict, console: Console) -> None:
@@ -159,9 +164,7 @@ def _summary(doc: dict, console: Console) -> None:
     verdict = efficiency_text.verdict_line(doc)
     if verdict is not None:
         console.print(verdict)
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="dim")
-    table.add_column()
+    table: list = []
     _row(table, "backend", f"{doc['backend']} ({doc['device']})")
     if s.get("run"):
         r = s["run"]
@@ -216,7 +219,7 @@ def _summary(doc: dict, console: Console) -> None:
             for site in entry.get("largest_sites", [])[:2]:
                 if site["bytes"] >= 0.01 * entry["bytes"]:
                     _row(table, "", f"{mib(site['bytes'])} allocated at {site['site']}")
-    console.print(table)
+    layout.pairs(console, table)
     _device_table(doc, console)
     parallelism_text.render(doc, console)
     for note in doc.get("notes", []):
@@ -231,29 +234,35 @@ def _device_table(doc: dict, console: Console) -> None:
         return
     hosts = len({d["host"] for d in devices})
     per = "mean per step" if all(d.get("steps") for d in devices) else "over the traced window, which has no steps"
-    table = Table(title=f"{len(devices)} devices on {hosts} host{'s' if hosts > 1 else ''}: {per} "
-                        "(collective time split into transfer and waiting for peers)")
-    for col in ("device", "host", "compute", "collective transfer", "collective wait", "idle", "peak memory", ""):
-        table.add_column(col, justify="left" if col in ("device", "host", "") else "right")
+    title = (f"{len(devices)} devices on {hosts} host{'s' if hosts > 1 else ''}: {per} "
+             "(collective time split into transfer and waiting for peers)")
+    cols = [layout.Col("device"), layout.Col("host", wrap=True)]
+    cols += [layout.Col(c, number=True) for c in ("compute", "collective transfer", "collective wait", "idle",
+                                                   "peak memory")]
+    cols.append(layout.Col(""))
+    rows: list = []
     for d in devices:
         peak = mib(d["peak_memory_bytes"]) if d.get("peak_memory_bytes") is not None else "unknown"
-        _row(table, d["name"], d["host"], f"{d['compute_ms']:.2f} ms", f"{d['collective_transfer_ms']:.2f} ms",
-                      f"{d['collective_wait_ms']:.2f} ms", f"{d['idle_ms']:.2f} ms", peak,
-                      Text("slowest", style="bold red") if d.get("slowest") else "")
-    console.print(table)
+        _row(rows, d["name"], d["host"], f"{d['compute_ms']:.2f} ms", f"{d['collective_transfer_ms']:.2f} ms",
+             f"{d['collective_wait_ms']:.2f} ms", f"{d['idle_ms']:.2f} ms", peak,
+             Text("slowest", style="bold red") if d.get("slowest") else "")
+    layout.table(console, title, cols, rows)
     collectives = doc["summary"].get("collectives") or []
     if not collectives:
         return
     shown = collectives[:MAX_COLLECTIVES]
     more = f", the {len(shown)} longest of {len(collectives)}" if len(collectives) > len(shown) else ""
-    table = Table(title=f"collectives per step on one device (mean over devices{more}; bytes from the HLO)")
-    for col in ("instruction", "opcode", "per step", "bytes per device", "time", "transfer", "wait", "bandwidth"):
-        table.add_column(col, justify="left" if col in ("instruction", "opcode") else "right")
+    title = f"collectives per step on one device (mean over devices{more}; bytes from the HLO)"
+    cols = [layout.Col("instruction", wrap=True), layout.Col("opcode", drop=2)]
+    cols += [layout.Col(c, number=True) for c in ("per step", "bytes per device", "time per step", "transfer",
+                                                   "wait")]
+    cols.append(layout.Col("bandwidth", number=True, drop=1))
+    rows = []
     for c in shown:
-        bandwidth = _bandwidth(c["algorithmic_gb_per_s"])
-        _row(table, c["instruction"], c["opcode"], f"{c['per_step']:g}", size(c["bytes_per_device"]),
-                      f"{c['time_ms']:.2f} ms", f"{c['transfer_ms']:.2f} ms", f"{c['wait_ms']:.2f} ms", bandwidth)
-    console.print(table)
+        _row(rows, c["instruction"], c["opcode"], f"{c['per_step']:g}", size(c["bytes_per_device"]),
+             f"{c['time_ms']:.2f} ms", f"{c['transfer_ms']:.2f} ms", f"{c['wait_ms']:.2f} ms",
+             _bandwidth(c["algorithmic_gb_per_s"]))
+    layout.table(console, title, cols, rows)
 
 
 def _warnings(doc: dict, console: Console) -> None:
@@ -265,12 +274,19 @@ def _warnings(doc: dict, console: Console) -> None:
 
 def _findings(doc: dict, console: Console) -> None:
     findings = doc["findings"]
-    if not findings and doc.get("warnings"):
-        console.print(Text("No findings from the rules that could run; the analysis is partial "
-                           "(see PARTIAL above).", style="bold yellow"))
-        return
+    rules = doc.get("rules") or {}
+    ran, lacking = rules.get("ran", []), rules.get("could_not_run", [])
     if not findings:
-        console.print(Text("No findings: none of the rules saw a problem in this run.", style="green"))
+        if lacking:
+            _coverage(doc, console)
+            if doc.get("warnings"):
+                console.print(Text("The analysis is partial (see PARTIAL above).", style="bold yellow"))
+        elif doc.get("warnings"):
+            console.print(Text("No findings from the rules that could run; the analysis is partial "
+                               "(see PARTIAL above).", style="bold yellow"))
+        else:
+            console.print(Text(f"No findings: none of the {len(ran) or 'applicable'} rules for {doc['backend']} "
+                               "saw a problem in this run.", style="green"))
         return
     console.print(Text(f"{len(findings)} finding{'s' if len(findings) > 1 else ''}, by severity, most costly first:", style="bold"))
     for f in findings:
@@ -280,20 +296,33 @@ def _findings(doc: dict, console: Console) -> None:
         head.append(terminal(f["title"]))
         console.print(head)
         rec = f["recommendation"]
-        _line(console, f"    fix:      {rec['text']}")
+        lines = [("fix:", terminal(rec["text"]))]
         if rec["config"]:
-            sets = " ".join(f"--set {k}={_value(v)}" for k, v in rec["config"].items())
-            _line(console, f"    config:   {sets}")
-        _line(console, f"    expected: {rec['expected']['text']}")
-        _line(console, f"    cost:     {rec['cost']}")
+            lines.append(("config:", terminal(" ".join(f"--set {k}={_value(v)}" for k, v in rec["config"].items()))))
+        lines += [("expected:", terminal(rec["expected"]["text"])), ("cost:", terminal(rec["cost"]))]
         if rec.get("checked"):
-            _line(console, f"    checked:  {rec['checked']}: {rec['check']}")
+            lines.append(("checked:", terminal(f"{rec['checked']}: {rec['check']}")))
         for c in f["evidence"].get("candidates", []) if f["rule"] == "out-of-memory" else []:
             change = " ".join(f"--set {k}={_value(v)}" for k, v in c["change"].items())
             est = mib(c["estimated_bytes"]) if c.get("estimated_bytes") else c.get("error", "?")
-            _line(console, f"    candidate: {change:<40} ~{est}  {'fits' if c['fits'] else 'does not fit'}")
+            lines.append(("candidate:", terminal(f"{change:<40} ~{est}  {'fits' if c['fits'] else 'does not fit'}")))
         if f.get("source"):
-            _line(console, f"    source:   {f['source']}")
+            lines.append(("source:", terminal(f["source"])))
+        layout.indented(console, lines)
+    _coverage(doc, console)      # most rules could not run: said beside the findings too
+
+
+def _coverage(doc: dict, console: Console) -> None:
+    """Which rules could not run, grouped by what the trace lacks, and which ran."""
+    said = coverage.summary(doc)
+    if said is None:
+        return
+    head, groups, ran = said
+    console.print(Text(head + ":", style="bold yellow"))
+    for why, ids in groups:
+        _line(console, f"  {why}: {', '.join(ids)}")
+    if ran:
+        _line(console, f"  {ran}")
 
 
 def _value(v) -> str:

@@ -34,6 +34,7 @@ from ..model import Instruction, OpStat, Profile
 from ..peaks import Peak, UserPeaks, dtype_class, match_row, row_peak
 from ..units import si
 from . import idle
+from .basis import verdict_basis, with_basis
 
 LATENCY_NS = 5_000.0          # an op execution shorter than this cannot reach either roof (launch latency)
 TOP_OPS = 60                  # op rows kept in the JSON (by time) for the roofline chart
@@ -159,15 +160,19 @@ def device_peak(profile: Profile, dtype: str, user: Optional[UserPeaks] = None) 
     elif profile.backend != "cpu":
         row = match_row(profile.device_name)
     base = trace_peak or (row_peak(row, dtype) if row else None)
+    not_used = ""
     if not user and base is None and profile.hosts:
-        from ..calibrate import stored
+        from ..calibrate import for_trace
 
-        user = stored(profile.backend, profile.hosts[0].name)    # advisor calibrate, on the host of the trace
+        # advisor calibrate's figures, where the trace's run records the machine they were measured on
+        user, not_used = for_trace(profile.backend, profile.hosts[0].name, profile.run_metadata)
     if user:
         return user.over(base, socket.gethostname() if profile.backend == "cpu" else profile.device_name,
                          dtype_class(dtype)), ""
     if base is not None:
         return base, ""
+    if not_used:
+        return None, f"no peak: {not_used}"
     if profile.backend == "cpu":
         return None, ("no peak for a CPU host: pass --peak-flops and --peak-bandwidth, or measure this host "
                       "with `advisor calibrate`")
@@ -185,7 +190,22 @@ def op_bound(row: OpRow, peak: Optional[Peak]) -> Optional[str]:
     if row.flops is None:
         return None
     intensity = row.flops / row.bytes if row.bytes > 0 else float("inf")
-    return "compute" if intensity >= peak.flops_per_s / peak.bytes_per_s else "memory"
+    return "compute" if intensity >= peak.flops_per_s / bandwidth_roof(row, peak) else "memory"
+
+
+def bandwidth_roof(row: OpRow, peak: Peak) -> Optional[float]:
+    """The bandwidth the op can reach: the peak's, or with advisor calibrate's cache and DRAM roofs, the
+    fastest of a level its working set (the bytes one execution moves) fits in."""
+    return peak.bandwidth_for(row.bytes / row.executions if row.executions else row.bytes)
+
+
+def _mean_roof(rows: list[OpRow], peak: Optional[Peak]) -> Optional[float]:
+    """The bandwidth roof of a group of ops, weighted by their time: their bytes over it is the share of
+    what each could move at its own roof in the time it took (the peak's bandwidth with one roof)."""
+    if peak is None or not peak.bytes_per_s:
+        return None
+    t = sum(r.time_ns for r in rows)
+    return sum(r.time_ns * bandwidth_roof(r, peak) for r in rows) / t if t > 0 else peak.bytes_per_s
 
 
 def _share(value: Optional[float], peak: Optional[float]) -> Optional[float]:
@@ -236,7 +256,8 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         if r.flops:
             checked(r.flops / (r.time_ns / 1e9), peak_flops, f"op {r.name}: {_rate(r.flops / (r.time_ns / 1e9))}")
         if r.bytes:
-            checked(r.bytes / (r.time_ns / 1e9), peak_bw, f"op {r.name}: {_bw(r.bytes / (r.time_ns / 1e9))}")
+            checked(r.bytes / (r.time_ns / 1e9), bandwidth_roof(r, peak) if peak_bw else None,
+                    f"op {r.name}: {_bw(r.bytes / (r.time_ns / 1e9))}")
 
     categories = []
     by_cat: dict[str, list[OpRow]] = collections.defaultdict(list)
@@ -255,9 +276,11 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
                 by_bound[bounds[id(r)]] += r.time_ns
         categories.append({
             "category": cat, "time_s": _round(t, 6), "flops": f, "bytes": b,
+            "time_per_step_s": _round(t / max(steps, 1), 6),
+            "flops_per_step": f / max(steps, 1) if f is not None else None, "bytes_per_step": b / max(steps, 1),
             "flops_per_s": _round(fr), "bytes_per_s": _round(br),
             "flops_share_of_peak": _round(checked(fr, peak_flops, f"{cat} ops: {_rate(fr)}")),
-            "bytes_share_of_peak": _round(checked(br, peak_bw, f"{cat} ops: {_bw(br)}")),
+            "bytes_share_of_peak": _round(checked(br, _mean_roof(members, peak), f"{cat} ops: {_bw(br)}")),
             "bound": max(by_bound, key=by_bound.get) if by_bound else None})
 
     # per step: over the profiled steps; a trace without steps: over its traced window, as one "step"
@@ -288,6 +311,8 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
                      f"({', '.join(unknown[:4])}): not counted")
 
     bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share)
+    basis = verdict_basis(profile, rows, bounds, peak, per, step_s, bound)
+    verdict = with_basis(verdict, basis, steps)
     return {
         "flops_per_step": flops / per * devices,
         "bytes_per_step": nbytes / per * devices,
@@ -299,14 +324,14 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         "achieved_flops_per_s": _round(achieved_f * devices) if achieved_f is not None else None,
         "achieved_bytes_per_s": _round(achieved_b * devices) if achieved_b is not None else None,
         "mfu": _round(mfu), "hfu": _round(hfu),
-        "bound": bound, "verdict": verdict,
+        "bound": bound, "verdict": verdict, "verdict_basis": basis,
         "peak": peak.to_json() if peak else None,
         "matmul_dtype": dtype or None,
         "ridge_flops_per_byte": _round(peak_flops / peak_bw) if peak_flops and peak_bw else None,
         "latency_threshold_us": LATENCY_NS / 1e3,
         "unknown_flops_time_share": _round(unknown_ns / total_ns) if total_ns else None,
         "categories": categories,
-        "ops": [_op_json(r, bounds[id(r)], peak) for r in rows[:TOP_OPS]],
+        "ops": [_op_json(r, bounds[id(r)], peak, per) for r in rows[:TOP_OPS]],
         "notes": notes,
     }
 
@@ -316,14 +341,15 @@ def roof_share(r: OpRow, peak: Optional[Peak]) -> Optional[float]:
     its intensity (None without both peaks, FLOPs or time; above 1 means a peak that cannot be right)."""
     if peak is None or not peak.flops_per_s or not peak.bytes_per_s or r.flops is None or r.time_ns <= 0:
         return None
-    at_roof_s = max(r.flops / peak.flops_per_s, r.bytes / peak.bytes_per_s)
+    at_roof_s = max(r.flops / peak.flops_per_s, r.bytes / bandwidth_roof(r, peak))
     return at_roof_s / (r.time_ns / 1e9)
 
 
-def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak]) -> dict[str, Any]:
+def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak], per: int = 1) -> dict[str, Any]:
     t = r.time_ns / 1e9
     share = roof_share(r, peak) if bound != "communication" else None
     return {"name": r.name, "module": r.module, "category": r.category, "time_s": _round(t, 6),
+            "time_per_step_s": _round(t / per, 6),
             "executions": _round(r.executions, 6), "flops": r.flops, "bytes": r.bytes, "intensity": _round(r.intensity),
             "flops_per_s": _round(r.flops / t) if r.flops is not None and t > 0 else None,
             "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound,
@@ -379,9 +405,10 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     mem = [r for r in rows if bounds[id(r)] == "memory"]
     t = sum(r.time_ns for r in mem) / 1e9
     rate = sum(r.bytes for r in mem) / t if t > 0 else None
-    share = _share(rate, peak.bytes_per_s if peak else None)
+    share = _share(rate, _mean_roof(mem, peak))
     names = ", ".join(r.name for r in mem[:3])
-    at = f"at {share:.0%} of HBM bandwidth" if share is not None and share <= 1 else "bandwidth share unknown"
+    memory = "their memory roofs (cache or DRAM)" if peak and peak.roofs else "HBM bandwidth"
+    at = f"at {share:.0%} of {memory}" if share is not None and share <= 1 else "bandwidth share unknown"
     return "memory", f"memory-bandwidth-bound: memory-bound ops ({names}) take {pct}, {at}" + caveat
 
 

@@ -1,0 +1,83 @@
+"""The terminal report fits the terminal and never cuts a number; piped, in a file or in a CI log it
+is plain lines: unwrapped, unpadded, no box drawing (advisor/report/layout.py)."""
+
+import io
+import re
+
+import pytest
+
+from conftest import FIXTURES, analyze_json, cli
+from advisor.report import check_text, layout, text
+
+BOX = re.compile("[\u2500-\u257f]")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture(scope="module")
+def scan_doc():
+    return analyze_json(FIXTURES / "transformer_scan", "--peak-flops", "200G", "--peak-bandwidth", "20GB/s")["runs"][0]
+
+
+def _on_terminal(doc, width: int) -> list[str]:
+    out = io.StringIO()
+    text.render([doc], layout.console(out, terminal=True, width=width))
+    return [ANSI.sub("", line) for line in out.getvalue().splitlines()]
+
+
+def _numbers(doc) -> list[str]:
+    """The figures of the category table, as the report prints them."""
+    return [f"{c['time_per_step_s'] * 1e3:.2f} ms" for c in doc["summary"]["efficiency"]["categories"]]
+
+
+def test_piped_output_is_plain_lines():
+    out = cli("analyze", FIXTURES / "transformer_scan", "--peak-flops", "200G", "--peak-bandwidth", "20GB/s").stdout
+    lines = out.splitlines()
+    assert not [line for line in lines if line != line.rstrip()], "trailing spaces"
+    assert not BOX.search(out), "box drawing in piped output"
+    # nothing wrapped: each finding's fix is one line, whatever its length
+    fixes = [line for line in lines if line.startswith("    fix:")]
+    assert fixes and max(len(line) for line in fixes) > 160
+    head = next(i for i, line in enumerate(lines) if line.startswith("op time by category"))
+    assert lines[head + 1].split()[:4] == ["category", "time", "per", "step"]
+
+
+@pytest.mark.parametrize("width", [80, 100, 60])
+def test_the_report_fits_the_terminal_and_keeps_every_number(scan_doc, width):
+    lines = _on_terminal(scan_doc, width)
+    assert max(len(line.rstrip()) for line in lines) <= width
+    joined = "\n".join(lines)
+    assert "…" not in joined, "a cell was cut"
+    for figure in _numbers(scan_doc):
+        assert figure in joined, f"{figure} cut or wrapped at {width} columns"
+
+
+def test_a_narrow_terminal_leaves_out_columns_then_stacks_rows(scan_doc):
+    lines = _on_terminal(scan_doc, 80)
+    assert any(line.startswith("(left out to fit 80 columns:") for line in lines)
+    narrow = "\n".join(_on_terminal(scan_doc, 40))
+    assert "…" not in narrow
+    # stacked: each category on a line of its own, its figures under it
+    assert re.search(r"^copy/dynamic-update-slice\n  time per step +38\.32 ms", narrow, re.M)
+
+
+def test_check_lines_are_not_wrapped():
+    out = cli("check", FIXTURES / "transformer_scan", "--baseline", FIXTURES / "baselines" / "transformer_remat.json")
+    lines = out.stdout.splitlines()
+    assert out.returncode == 1
+    fail = [line for line in lines if line.startswith("FAIL  rule:scan-dynamic-update-slice")]
+    assert len(fail) == 1 and "(new since the baseline)" in fail[0] and fail[0].endswith(".py:142)")
+    assert all(re.match(r"(FAIL|pass|WARN) |advisor check", line) for line in lines), lines
+
+
+def test_check_fits_the_terminal_at_words():
+    class Check:
+        name, passed, level, source = "rule:x", False, "error", None
+        message = "a long message " * 12
+
+    class Result:
+        checks, passed = [Check()], False
+
+    out = io.StringIO()
+    check_text.render(Result(), layout.console(out, terminal=True, width=50))
+    lines = [ANSI.sub("", line).rstrip() for line in out.getvalue().splitlines()]
+    assert max(map(len, lines)) <= 50 and all(line.endswith(("message", "long", "a", "failed")) for line in lines)
