@@ -7,7 +7,7 @@ from typing import Optional
 
 from .model import Instruction
 
-CATEGORIES = ("matmul", "convolution", "fusion", "copy/dynamic-update-slice", "collective",
+CATEGORIES = ("matmul", "attention", "convolution", "fusion", "copy/dynamic-update-slice", "collective",
               "custom-call", "memcpy", "other")
 
 _COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
@@ -27,6 +27,8 @@ def categorize(instruction: Optional[Instruction], kernel_name: str = "") -> str
             return "convolution"
         if ins.opcode in _COLLECTIVES or any(op in ins.fused_opcodes for op in _COLLECTIVES):
             return "collective"
+        if ins.is_attention:
+            return "attention"
         if ins.opcode == "custom-call":
             return "matmul" if _MATMUL_TARGET.search(ins.custom_call_target) else "custom-call"
         if ins.opcode in _COPIES or any(op in ins.fused_opcodes for op in ("dynamic-update-slice",)):

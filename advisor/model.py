@@ -127,7 +127,14 @@ class Instruction:
         if self.does("dot") or self.does("convolution"):
             return True
         target = self.custom_call_target.lower()
-        return self.opcode == "custom-call" and any(k in target for k in ("gemm", "matmul", "cublas", "hipblas"))
+        return self.opcode == "custom-call" and (any(k in target for k in ("gemm", "matmul", "cublas", "hipblas"))
+                                                 or self.is_attention)
+
+    @property
+    def is_attention(self) -> bool:
+        """A fused attention call (cuDNN's flash attention, Transformer Engine): matmuls on the tensor cores."""
+        target = self.custom_call_target
+        return self.opcode == "custom-call" and (target.startswith("__cudnn$fmha") or target.startswith("te_fused_attn_"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,6 +231,10 @@ class DeviceSummary:
     launch_delay_median_ns: Optional[float] = None  # host launch -> kernel start: how far the host runs ahead
     peak_flops_per_s: Optional[float] = None        # the plane's own peak stats (TPU), where the trace has them
     peak_bytes_per_s: Optional[float] = None
+    graph_launches: int = 0                         # launches of XLA command buffers (CUDA graphs), whole trace
+    graph_kernels: int = 0                          # kernels run inside them and attributed to their instructions
+    graph_unattributed: int = 0                     # kernels inside them no instruction could be matched to
+    graph_unattributed_why: str = ""
 
     @property
     def active(self) -> bool:
@@ -248,6 +259,7 @@ class Step:
     start_ns: float
     end_ns: float
     annotated: bool = True      # False: inferred from the step program's executions
+    device_timed: bool = False  # True: timed by the device work its annotation launched (the step does not block)
 
     @property
     def duration_ns(self) -> float:

@@ -34,28 +34,33 @@ class DeviceRow:
     source: str
     checked: bool = False
     f32_matmul: str = "f32"         # the column an f32 matmul runs at under JAX's default precision
+    l2_bytes: Optional[int] = None  # last-level on-chip cache (L2): traffic that fits may never reach HBM
+    l2_source: str = ""
 
     def cited(self) -> str:
         return self.source if self.checked else f"{self.source} (figures as quoted from it, not re-checked)"
 
 
 _NV_TF32 = "tf32"       # JAX's default precision lets XLA use TF32 for f32 matmuls on Ampere and later
+MB = 1000 * 1000
+_AMPERE_L2 = dict(l2_bytes=40 * MB, l2_source="NVIDIA A100 Tensor Core GPU architecture whitepaper (2020): 40 MB L2")
+_HOPPER_L2 = dict(l2_bytes=50 * MB, l2_source="NVIDIA H100 Tensor Core GPU architecture whitepaper (2022): 50 MB L2")
 ROWS: tuple[DeviceRow, ...] = (
     DeviceRow("NVIDIA A100 40GB SXM", {"f32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T}, 1555 * GB,
-              "NVIDIA A100 Tensor Core GPU data sheet (2021)", checked=True, f32_matmul=_NV_TF32),
+              "NVIDIA A100 Tensor Core GPU data sheet (2021)", checked=True, f32_matmul=_NV_TF32, **_AMPERE_L2),
     DeviceRow("NVIDIA A100 80GB SXM", {"f32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T}, 2039 * GB,
-              "NVIDIA A100 Tensor Core GPU data sheet (2021)", checked=True, f32_matmul=_NV_TF32),
+              "NVIDIA A100 Tensor Core GPU data sheet (2021)", checked=True, f32_matmul=_NV_TF32, **_AMPERE_L2),
     DeviceRow("NVIDIA A100 80GB PCIe", {"f32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T}, 1935 * GB,
-              "NVIDIA A100 Tensor Core GPU data sheet (2021)", checked=True, f32_matmul=_NV_TF32),
+              "NVIDIA A100 Tensor Core GPU data sheet (2021)", checked=True, f32_matmul=_NV_TF32, **_AMPERE_L2),
     DeviceRow("NVIDIA H100 SXM", {"f32": 67 * T, "tf32": 494.7 * T, "bf16": 989.4 * T, "fp8": 1978.9 * T},
               3.35 * TB, "NVIDIA H100 Tensor Core GPU data sheet (2023), dense: half its sparsity figures",
-              checked=True, f32_matmul=_NV_TF32),
+              checked=True, f32_matmul=_NV_TF32, **_HOPPER_L2),
     DeviceRow("NVIDIA H100 PCIe", {"f32": 51 * T, "tf32": 378 * T, "bf16": 756 * T, "fp8": 1513 * T},
               2.0 * TB, "NVIDIA H100 Tensor Core GPU data sheet (2023), dense: half its sparsity figures",
-              checked=True, f32_matmul=_NV_TF32),
+              checked=True, f32_matmul=_NV_TF32, **_HOPPER_L2),
     DeviceRow("NVIDIA H200 SXM", {"f32": 67 * T, "tf32": 494.7 * T, "bf16": 989.4 * T, "fp8": 1978.9 * T},
               4.8 * TB, "NVIDIA H200 Tensor Core GPU data sheet (2024), dense: half its sparsity figures",
-              checked=True, f32_matmul=_NV_TF32),
+              checked=True, f32_matmul=_NV_TF32, **_HOPPER_L2),
     DeviceRow("NVIDIA B200", {"f32": 75 * T, "tf32": 1100 * T, "bf16": 2250 * T, "fp8": 4500 * T}, 8.0 * TB,
               "NVIDIA HGX B200 specifications, per GPU (2024)", f32_matmul=_NV_TF32),
     DeviceRow("NVIDIA L4", {"f32": 30.3 * T, "tf32": 60 * T, "bf16": 121 * T, "fp8": 242 * T}, 300 * GB,
@@ -113,6 +118,8 @@ class Peak:
     bytes_per_s: Optional[float]        # the memory roof (HBM, DRAM): the one for working sets of any size
     source: str
     roofs: tuple[Roof, ...] = ()        # measured cache and DRAM roofs, smallest level first (else one roof)
+    l2_bytes: Optional[int] = None      # a GPU's on-chip L2 size, where the table knows it
+    l2_source: str = ""
 
     def bandwidth_for(self, working_set: float) -> Optional[float]:
         """The bandwidth roof of an op that moves `working_set` bytes per execution: the fastest level it
@@ -123,7 +130,7 @@ class Peak:
 
     def to_json(self) -> dict:
         out = {"device": self.device, "dtype": self.dtype, "flops_per_s": self.flops_per_s,
-               "bytes_per_s": self.bytes_per_s, "source": self.source}
+               "bytes_per_s": self.bytes_per_s, "source": self.source, "l2_bytes": self.l2_bytes}
         if self.roofs:
             out["bandwidth_roofs"] = [r.to_json() for r in self.roofs]
         return out
@@ -180,7 +187,8 @@ def row_peak(row: DeviceRow, matmul_dtype: str) -> Peak:
     note = ""
     if dtype_class(matmul_dtype) == "f32" and column != "f32":
         note = f"; f32 matmuls at the {column} rate (JAX's default precision)"
-    return Peak(row.device, column, row.flops[column], row.bytes_per_s, row.cited() + note)
+    return Peak(row.device, column, row.flops[column], row.bytes_per_s, row.cited() + note,
+                l2_bytes=row.l2_bytes, l2_source=row.l2_source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,7 +221,8 @@ class UserPeaks:
         same = {s.split(": ", 1)[1] for s in sources}
         source = sources[0].split(": ", 1)[1] if len(same) == 1 else "; ".join(sources)
         return Peak(base.device if base else device, base.dtype if base else dtype, flops, bw, source,
-                    self.roofs if self.bytes_per_s is not None else ())
+                    roofs=self.roofs if self.bytes_per_s is not None else (),
+                    l2_bytes=base.l2_bytes if base else None, l2_source=base.l2_source if base else "")
 
 
 def user_peaks(flops, bandwidth, flops_name: str = "--peak-flops",

@@ -43,3 +43,11 @@ def ms(ns: float) -> str:
 
 def pct(share: float) -> str:
     return f"{share * 100:.1f}%"
+
+
+def flop(count: float) -> str:
+    """A FLOP count with an SI prefix: 2.02 GFLOP, 39.5 TFLOP."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(count) >= scale:
+            return f"{count / scale:.3g} {prefix}FLOP"
+    return f"{count:.3g} FLOP"

@@ -63,6 +63,24 @@ from advisor.views import parallelism
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies
 
 
+def _expected_text(profile: Profile, remedy: Remedy, copies_ns: float, ops, stacked_shapes, devices: int) -> str:
+    """The gain: the stacking copies' measured time. Unrolling removes more than them (the loop's slices
+    of the stacked buffers, its per-layer launches, and fusion across layers is then possible), so for
+    unrolling that figure is a lower bound, with the slices measured beside it."""
+    if remedy.kind is not Kind.UNROLL_LAYERS:
+        return f"up to {ms(copies_ns)} per step, the measured time of the stacking copies"
+    slices = sum(op.self_ns for op, ins in ops if ins and ins.in_loop_body and ins.does("dynamic-slice")
+                 and not ins.does("dynamic-update-slice"))
+    slices_ns = per_step(profile, slices) / devices
+    text = f"at least {ms(copies_ns)} per step (a lower bound): the measured time of the stacking copies"
+    if slices_ns > 0:
+        text += f"; unrolling also removes the loop's slicing of stacked buffers ({ms(slices_ns)} per step measured)"
+    text += " and its per-layer loop iterations, and lets XLA fuse across layers"
+    if profile.backend == "gpu":
+        text += " (the tutorial's bfloat16 row on one H100: 201 -> 115 ms per step unrolled, where the copies took 31.7 ms)"
+    return text
+
+
 def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.10):
     module = profile.step_module
     total = profile.op_time_ns(module)
@@ -156,7 +174,7 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
             config=change,
             remedy=remedy,
             expected=Expected("step_time", round(per_step_ns / 1e6, 3), "ms",
-                              f"up to {ms(per_step_ns)} per step, the measured time of the stacking copies"),
+                              _expected_text(profile, remedy, per_step_ns, ops, stacked_shapes, devices)),
             cost=("compile time grows with the layer count, and the HLO is larger" if remedy.kind is Kind.UNROLL_LAYERS
                   else "the cell's forward runs again in the backward pass (more step time)" if over_time
                   else "the blocks' forward runs again in the backward pass (more step time)"),

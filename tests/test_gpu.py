@@ -17,6 +17,10 @@ LAUNCH = "launch-bound"     # the tiny Transformer on an H100: 2,000+ kernels un
 SYNTHETIC = {
     # fixture: rules that must fire; every other rule must stay silent
     "gpu_scan": {"scan-dynamic-update-slice", "missing-remat", "float32-activations"},
+    # the same step with its kernels in command buffers (XLA's default): the same findings
+    "gpu_scan_command_buffers": {"scan-dynamic-update-slice", "missing-remat", "float32-activations"},
+    # kernels launched one by one, each gap a launch: launch-bound, not host-bound
+    "gpu_launch_bound": {LAUNCH, "float32-activations"},
     "gpu_remat": {"float32-activations", LAUNCH},
     "gpu_h2d_idle": {"host-bound", "host-device-transfer", "float32-activations", LAUNCH},
     "gpu_accumulate": {"unneeded-grad-accumulation", LAUNCH},
@@ -107,17 +111,54 @@ def test_synthetic_gpu_fixtures(name):
     assert run["backend"] == "gpu" and run["device"].startswith("NVIDIA H100")
     assert rule_ids(doc) == SYNTHETIC[name]
     check_against_xprof(path, run)
-    # the kernels map to the real HLO: xprof's own op statistics resolve them
-    assert xprof_tool(path, "hlo_stats")["rows"], "xprof found no XLA ops"
+    if name.endswith("command_buffers"):
+        # every kernel names its command buffer, no instruction: xprof 2.24 finds no XLA op at all
+        # (openxla/xprof issue 3070), where advisor attributes every kernel
+        assert not xprof_tool(path, "hlo_stats")["rows"]
+        assert run["summary"]["devices"][0]["command_buffer_unattributed"] == 0
+    else:
+        # the kernels map to the real HLO: xprof's own op statistics resolve them
+        assert xprof_tool(path, "hlo_stats")["rows"], "xprof found no XLA ops"
+
+
+def test_command_buffers_read_as_kernels_launched_one_by_one():
+    """The synthetic step in command buffers against the same step launched kernel by kernel: the same
+    FLOPs and bytes per category and the same findings, op time within the memsets' few µs."""
+    base = analyze_json(FIXTURES / "gpu_scan")["runs"][0]
+    graphs = analyze_json(FIXTURES / "gpu_scan_command_buffers")["runs"][0]
+    ours = {c["category"]: c for c in graphs["summary"]["efficiency"]["categories"]}
+    for cat in base["summary"]["efficiency"]["categories"]:
+        assert ours[cat["category"]]["flops"] == pytest.approx(cat["flops"], rel=1e-9)
+        assert ours[cat["category"]]["bytes"] == pytest.approx(cat["bytes"], rel=1e-9)
+        assert ours[cat["category"]]["time_s"] == pytest.approx(cat["time_s"], rel=0.05)
+    assert {f["rule"] for f in graphs["findings"]} == {f["rule"] for f in base["findings"]}
+
+
+def test_kernels_launched_one_by_one_are_launch_bound_not_host_bound():
+    run = analyze_json(FIXTURES / "gpu_launch_bound")["runs"][0]
+    eff = run["summary"]["efficiency"]
+    assert eff["bound"] == "latency" and "launched one by one" in eff["verdict"]
+    (launch,) = [f for f in run["findings"] if f["rule"] == LAUNCH]
+    assert launch["evidence"]["launch_gap_share_of_step"] > 0.5
+    assert "CUDA graphs" in launch["recommendation"]["text"]
+    assert launch["recommendation"]["expected"]["saving"] == pytest.approx(
+        launch["evidence"]["launch_gap_time_per_step_ms"], rel=1e-3)
 
 
 def test_gpu_severities_and_capacity():
     run = analyze_json(FIXTURES / "gpu_remat")["runs"][0]
     remat = {f["rule"]: f for f in run["findings"]}
-    assert remat["float32-activations"]["severity"] == "info"          # bfloat16 costs numerics: no pressure
-    tight = analyze_json(FIXTURES / "gpu_remat", "--device-memory", str(run["summary"]["peak_memory_bytes"]))
-    remat = {f["rule"]: f for f in tight["runs"][0]["findings"]}
-    assert remat["float32-activations"]["severity"] == "warning"       # peak is the whole device: pressure
+    # on a GPU bfloat16 is a speed fix too: f32 matmuls at the tf32 rate, half of bf16's (31% of the step)
+    speed = remat["float32-activations"]
+    assert speed["severity"] == "warning" and speed["recommendation"]["expected"]["metric"] == "step_time"
+    assert "tf32 rate" in speed["recommendation"]["text"]
+    # tiny kernels, most of the step between launches: the gain is 1% and bfloat16 costs numerics
+    tiny = {f["rule"]: f for f in analyze_json(FIXTURES / "gpu_launch_bound")["runs"][0]["findings"]}
+    assert tiny["float32-activations"]["severity"] == "info"
+    tight = analyze_json(FIXTURES / "gpu_launch_bound", "--device-memory",
+                         str(analyze_json(FIXTURES / "gpu_launch_bound")["runs"][0]["summary"]["peak_memory_bytes"]))
+    tiny = {f["rule"]: f for f in tight["runs"][0]["findings"]}
+    assert tiny["float32-activations"]["severity"] == "warning"       # peak is the whole device: pressure
     run = analyze_json(FIXTURES / "gpu_accumulate")["runs"][0]
     acc = {f["rule"]: f for f in run["findings"]}["unneeded-grad-accumulation"]
     assert acc["evidence"]["device_capacity_bytes"] == run["summary"]["device_capacity_bytes"]

@@ -78,44 +78,56 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     has_remat = False
     inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()}
     for comp in mod.computations:
-        by_id = {i.id: i for i in comp.instructions}
+        by_id = _Lazy(comp)     # operand lookups: only matmuls, collectives and slices need them
+        cname, in_loop, loop = comp.name, comp.id in loop_comps, enclosing.get(comp.id, "")
         for ins in comp.instructions:
-            dtype, dims, nbytes = shape_info(ins.shape)
+            opcode, name, shape = ins.opcode, ins.name, ins.shape
+            if shape.element_type == TUPLE:
+                dtype, dims, nbytes = shape_info(shape)
+                if shape.tuple_shapes:      # library calls return (result, workspace): describe the result
+                    dtype, dims, _ = shape_info(shape.tuple_shapes[0])
+            else:
+                dtype, bits = ELEMENT_TYPES.get(shape.element_type, ("other", 0))
+                dims = tuple(shape.dimensions)
+                nbytes = (bits * math.prod(dims) + 7) // 8    # sub-byte types packed
             md = ins.metadata
-            source = frames.user_frame(md.stack_frame_id) if md.stack_frame_id else None
+            op_name = md.op_name
+            frame = md.stack_frame_id
+            source = frames.user_frame(frame) if frame else None
             if source is None and md.source_file and not is_library_frame(md.source_file):
                 source = SourceLine(md.source_file, md.source_line)
-            fused_ops = frozenset()
-            if ins.opcode == "fusion":
-                fused_ops = frozenset().union(*(fused.get(c, frozenset()) for c in ins.called_computation_ids))
-            has_remat = has_remat or bool(_REMAT_RE.search(md.op_name))
-            if dtype == "tuple" and ins.shape.tuple_shapes:
-                # library calls return (result, workspace): describe the result
-                dtype, dims, _ = shape_info(ins.shape.tuple_shapes[0])
-            if ins.opcode == "fusion":
-                mm_dtype = next((inner_matmul[c] for c in ins.called_computation_ids if inner_matmul.get(c)), "")
-            else:
+            fused_ops = _NONE
+            if opcode == "fusion":
+                called = ins.called_computation_ids
+                fused_ops = frozenset().union(*(fused.get(c, _NONE) for c in called))
+                mm_dtype = next((inner_matmul[c] for c in called if inner_matmul.get(c)), "")
+            elif opcode in _COMPUTES_IN_OPERAND_DTYPE:
                 mm_dtype = _operand_dtype(by_id, ins)
-            collective = bool(collective_kind(ins.opcode))
-            instructions[ins.name] = Instruction(
-                name=ins.name, opcode=ins.opcode, computation=comp.name, dtype=dtype, dims=dims,
-                bytes=nbytes, op_name=md.op_name, source=source, in_loop_body=comp.id in loop_comps,
+            else:
+                mm_dtype = ""       # not a matmul: no compute precision of its own to record
+            if not has_remat and ("remat" in op_name or "checkpoint" in op_name):
+                has_remat = bool(_REMAT_RE.search(op_name))
+            collective = bool(collective_kind(opcode))
+            instruction = instructions[name] = Instruction(
+                name=name, opcode=opcode, computation=cname, dtype=dtype, dims=dims,
+                bytes=nbytes, op_name=op_name, source=source, in_loop_body=in_loop,
                 fused_opcodes=fused_ops, custom_call_target=ins.custom_call_target, matmul_dtype=mm_dtype,
-                sharded=_sharded(ins) if ins.opcode == "parameter" else None,
-                group_size=_group_size(ins) if collective_kind(ins.opcode) else None,
+                sharded=_sharded(ins) if opcode == "parameter" else None,
+                group_size=_group_size(ins) if collective else None,
                 operand_bytes=sum(shape_info(by_id[o].shape)[2] for o in ins.operand_ids if o in by_id)
                 if collective else 0,
                 replica_groups=_replica_groups(ins) if collective else (),
-                source_target_pairs=tuple((int(p.source), int(p.target)) for p in ins.source_target_pairs),
+                source_target_pairs=tuple((int(p.source), int(p.target)) for p in ins.source_target_pairs)
+                if opcode.startswith("collective-permute") else (),
                 operand_dims=_operand_dims(ins, by_id) if collective or "dynamic-slice" in fused_ops
-                or ins.opcode == "dynamic-slice" else (),
-                loop=enclosing.get(comp.id, ""))
-            cost = costs.get(ins.name)
+                or opcode == "dynamic-slice" else (),
+                loop=loop)
+            cost = costs.get(name)
             if cost is not None:
-                instructions[ins.name].cost = cost
-                instructions[ins.name].runs = runs.get(ins.name)
-                instructions[ins.name].matmul_dims = mnk.get(ins.name, ())
-                instructions[ins.name].changes_layout = ins.name in layout
+                instruction.cost = cost
+                instruction.runs = runs.get(name)
+                instruction.matmul_dims = mnk.get(name, ())
+                instruction.changes_layout = name in layout
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
     params, output_bytes, updated, sharded, param_dims, param_dtypes = {}, 0, frozenset(), {}, {}, {}
@@ -274,6 +286,30 @@ def _loop_computations(comps, calls) -> set[int]:
 
 
 _PASS_THROUGH = ("get-tuple-element", "bitcast", "copy", "reshape")
+_NONE: frozenset = frozenset()
+
+
+class _Lazy:
+    """A computation's instructions by id, built on the first lookup."""
+    __slots__ = ("_comp", "_by_id")
+
+    def __init__(self, comp):
+        self._comp, self._by_id = comp, None
+
+    def _table(self) -> dict:
+        if self._by_id is None:
+            self._by_id = {i.id: i for i in self._comp.instructions}
+        return self._by_id
+
+    def get(self, key, default=None):
+        return self._table().get(key, default)
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._table()
+_COMPUTES_IN_OPERAND_DTYPE = frozenset({"dot", "convolution", "custom-call"})
 
 
 def _operand_dtype(by_id: dict, ins) -> str:

@@ -15,8 +15,10 @@ against jaxlib's `hlo_module_cost_analysis` on the CPU modules (tests/test_hlo_c
   read and result written once: what reaches HBM).
 - GEMM custom-calls (`__cublas$gemm`, `__cublas$lt$matmul`, hipBLASLt through the same
   targets): as a dot, from the operand shapes and the `gemm_backend_config` dot dimension numbers.
-- Other custom-calls (fused attention, user kernels): FLOPs unknown (`None`); the view reports
-  their share of op time.
+- Fused attention custom-calls (cuDNN's `__cudnn$fmha*`, Transformer Engine's `te_fused_attn_*`):
+  from the shapes and mask in their config (advisor/load/attention_cost.py: FlashAttention's
+  convention, the backward at 2.5x the forward).
+- Other custom-calls (user kernels): FLOPs unknown (`None`); the view reports their share of op time.
 - Bytes: operands read plus result written, per instruction (not per fused inner op).
 
 Loops: `runs_per_execution` gives how many times each instruction runs per execution of the
@@ -32,6 +34,7 @@ import re
 from typing import Optional
 
 from ..model import Cost
+from .attention_cost import attention_flops, is_attention_target
 from .element_types import ELEMENT_TYPES, TUPLE
 
 TRANSCENDENTAL = frozenset({"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power",
@@ -185,17 +188,41 @@ class ModuleCost:
         return float(self.operand_bytes(ins) + out_bytes)
 
     def _fusion_bytes(self, ins, out_bytes: int) -> float:
-        """Bytes at the fusion's boundary; an in-place dynamic-update-slice fusion moves its update only."""
+        """Bytes the fusion reads and writes, as XLA's GPU cost model weighs operand utilization: an
+        operand the fused ops only slice (slice, dynamic-slice, gather) costs the slices read, the
+        buffer an in-place dynamic-update-slice or scatter updates is neither read nor written whole
+        (the update is), and every other operand is read once, the result written once."""
         comp = self.comps.get(ins.called_computation_ids[0]) if ins.called_computation_ids else None
-        root = next((i for i in comp.instructions if i.id == comp.root_id), None) if comp else None
-        if root is not None and root.opcode == "dynamic-update-slice" and len(root.operand_ids) > 1:
-            params = {i.id: i for i in comp.instructions if i.opcode == "parameter"}
-            big = params.get(root.operand_ids[0])
-            if big is not None:     # the buffer updated in place is neither read whole nor written whole
-                rest = self.operand_bytes(ins) - _array(big.shape)[1]
-                update = _array(self.by_id[root.operand_ids[1]].shape)[1] if root.operand_ids[1] in self.by_id else 0
-                return float(max(rest, 0) + update)
-        return float(self.operand_bytes(ins) + out_bytes)
+        if comp is None or not any(i.opcode in _PARTIAL for i in comp.instructions):
+            return float(self.operand_bytes(ins) + out_bytes)      # every operand read whole
+        inner = {i.id: i for i in comp.instructions}
+        users: dict[int, list] = {}
+        for i in comp.instructions:
+            for k, o in enumerate(i.operand_ids):
+                users.setdefault(o, []).append((i, k))
+        root = inner.get(comp.root_id)
+        roots = [inner[o] for o in root.operand_ids if o in inner] if root is not None and root.opcode == "tuple" \
+            else [root] if root is not None else []
+        in_place, written = set(), 0.0
+        for r in roots:
+            r_bytes = _array(r.shape)[1]
+            if r.opcode in ("dynamic-update-slice", "scatter") and len(r.operand_ids) > 1:
+                update = inner.get(r.operand_ids[1] if r.opcode == "dynamic-update-slice" else r.operand_ids[-1])
+                source = _through_bitcasts(inner, r.operand_ids[0])
+                if source is not None and source.opcode == "parameter" and update is not None:
+                    in_place.add(source.id)
+                    written += _array(update.shape)[1]
+                    continue
+            written += r_bytes
+        if root is not None and root.opcode != "tuple" and not in_place:
+            written = float(out_bytes)
+        params = {int(i.parameter_number): i for i in comp.instructions if i.opcode == "parameter"}
+        read = 0.0
+        for k, operand in enumerate(ins.operand_ids):
+            size = _array(self.by_id[operand].shape)[1] if operand in self.by_id else 0
+            param = params.get(k)
+            read += size if param is None else min(size, _param_read(param, users, size, in_place))
+        return read + written
 
     def _computation(self, comp_ids) -> tuple[float, float, bool]:
         """(flops, transcendentals, all known) of fused computations, summed."""
@@ -287,6 +314,9 @@ class ModuleCost:
         nbytes = float(self.operand_bytes(ins) + out_bytes)
         if target in _NO_FLOP_TARGETS:
             return Cost(0.0, 0.0, nbytes)
+        if is_attention_target(target):
+            dims = [[int(d) for d in self.by_id[o].shape.dimensions] for o in ins.operand_ids if o in self.by_id]
+            return Cost(attention_flops(target, ins.backend_config, dims), 0.0, nbytes)
         if not is_gemm_target(target):
             return Cost(None, 0.0, nbytes)
         k = self._gemm_k(ins, out_elems)
@@ -307,6 +337,39 @@ class ModuleCost:
             k = math.isqrt(math.prod(lhs) * math.prod(rhs) // out_elems)
             return k if k in lhs and k in rhs else None
         return None
+
+
+_VIEWS = ("bitcast", "reshape")          # a parameter seen through these is still the parameter
+_PARTIAL = frozenset({"slice", "dynamic-slice", "gather", "dynamic-update-slice", "scatter"})    # touch part of a buffer
+_SLICING = ("slice", "dynamic-slice", "gather")
+
+
+def _through_bitcasts(inner: dict, iid: int):
+    """The instruction `iid` is a view of (the parameter behind a chain of bitcasts)."""
+    ins = inner.get(iid)
+    while ins is not None and ins.opcode in _VIEWS and ins.operand_ids:
+        ins = inner.get(ins.operand_ids[0])
+    return ins
+
+
+def _param_read(param, users: dict, size: int, in_place: set) -> float:
+    """Bytes of a fusion parameter that its fused ops read: the slices taken of it when slicing is
+    all they do with it, nothing when it is only the buffer updated in place, else all of it."""
+    uses, todo = [], [param]
+    while todo:
+        node = todo.pop()
+        for user, k in users.get(node.id, ()):
+            if user.opcode in _VIEWS:
+                todo.append(user)
+            else:
+                uses.append((user, k))
+    if not uses:
+        return 0.0
+    if param.id in in_place and all(u.opcode in ("dynamic-update-slice", "scatter") and k == 0 for u, k in uses):
+        return 0.0
+    if all(u.opcode in _SLICING and k == 0 for u, k in uses):
+        return float(sum(_array(u.shape)[1] for u, _ in uses))
+    return float(size)
 
 
 def is_gemm_target(target: str) -> bool:

@@ -163,12 +163,26 @@ message_type {
   field { name: "stack_frames" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.StackFrame" }
 }
 message_type {
+  name: "InstructionSequence"
+  field { name: "instruction_ids" number: 1 label: LABEL_REPEATED type: TYPE_INT64 }
+}
+message_type {
+  name: "ScheduleEntry"
+  field { name: "key" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "value" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.InstructionSequence" }
+}
+message_type {
+  name: "HloScheduleProto"
+  field { name: "sequences" number: 1 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.ScheduleEntry" }
+}
+message_type {
   name: "HloModuleProto"
   field { name: "name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "entry_computation_name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
   field { name: "computations" number: 3 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_xla.HloComputationProto" }
   field { name: "id" number: 5 label: LABEL_OPTIONAL type: TYPE_INT64 }
   field { name: "entry_computation_id" number: 6 label: LABEL_OPTIONAL type: TYPE_INT64 }
+  field { name: "schedule" number: 7 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.HloScheduleProto" }
   field { name: "input_output_alias" number: 8 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.HloInputOutputAliasProto" }
   field { name: "stack_frame_index" number: 17 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_xla.StackFrameIndexProto" }
 }

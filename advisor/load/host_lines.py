@@ -82,6 +82,19 @@ class Launches:
             self.ids.append(correlation_id)
             self.starts.append(start)
 
+    def launched_at(self, ids: np.ndarray) -> np.ndarray:
+        """The host launch time of each id (its last launch; NaN where none was seen)."""
+        known = np.frombuffer(self.ids, dtype=np.int64)[::-1] if len(self.ids) else np.empty(0, dtype=np.int64)
+        out = np.full(len(ids), np.nan)
+        if not len(known) or not len(ids):
+            return out
+        known, last = np.unique(known, return_index=True)
+        launched = np.frombuffer(self.starts, dtype=np.float64)[::-1][last]
+        at = np.minimum(np.searchsorted(known, ids), len(known) - 1)
+        found = known[at] == ids
+        out[found] = launched[at[found]]
+        return out
+
     def delays(self, ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """Sorted delays (ns) from launch to start of the kernels (ids, starts) whose launch was
         seen; an id launched twice counts its last launch."""
@@ -120,9 +133,12 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] =
         if line_name.startswith(CPU_EXECUTOR_PREFIXES) or line_name.startswith("Host Threads"):
             continue
         step_line = not line_name.startswith(_NOT_STEP_LINES)
-        for chunk in chunks_of(line, plane_ids, all_stats=step_line):
+        # today's CUPTI merges its launch events (named after the kernel, `cuGraphLaunch (CudaGraph:N)`,
+        # `Memset`...) into the thread line that launched them: their correlation ids are read there too
+        with_launches = launches is not None
+        for chunk in chunks_of(line, plane_ids, all_stats=step_line or with_launches):
             kind = classify(chunk, _host_code, codes)
-            wanted = np.nonzero((kind != 0) & ((kind != _STEP_MARK) | step_line))[0]
+            wanted = np.nonzero((kind != 0) & ((kind != _STEP_MARK) | step_line | with_launches))[0]
             if not len(wanted):
                 continue
             starts, durs, ids, names = chunk.start_ns, chunk.dur_ns, chunk.ids, chunk.names
@@ -140,8 +156,11 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] =
                         alloc_events.append(event)
                 else:
                     for key, value in chunk.stat_items(i):
-                        if key == "step_num":
+                        if key == "step_num" and step_line:
                             marks.append((start, start + float(durs[i]), int(value)))
+                            break
+                        if key == "correlation_id" and with_launches:
+                            launches.add(int_stat(value, "correlation_id", -1), start)
                             break
     marks.sort()
     return marks, alloc

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Callable, Optional
@@ -19,6 +18,7 @@ from .memprof import read_memory_profile
 from .timeline import StepWindowError, Timeline, read_timeline
 from .xplane_stream import StreamSpace, XSpaceError
 from .xprof_tools import start_xprof
+from .xspace_slice import metadata_xspace, program_protos
 
 _MIB = 1024 * 1024
 
@@ -43,18 +43,33 @@ def load_profile_data(path):
         raise _unreadable(path, err) from None
 
 
-def load_timeline(path, steps: Optional[slice] = None) -> Timeline:
+def load_timeline(path, steps: Optional[slice] = None, protos=None) -> Timeline:
     """The timeline of the file (of the steps numbered in the `steps` slice, if given); a part found
-    corrupt while streaming is the same clear error."""
+    corrupt while streaming is the same clear error. `protos(keys)` gives programs' HLO by key (to
+    attribute the kernels of command buffers); by default they are read from the file's own
+    metadata plane when a command buffer needs them."""
     if os.path.getsize(path) == 0:     # an empty XSpace parses: it would read as a run where nothing ran
         raise AdvisorError(f"{path}: the file is empty (0 bytes), not a trace: record the trace again")
     profile_data = load_profile_data(path)
+    if protos is None:
+        protos = _file_protos(path)
     try:
-        return read_timeline(profile_data, steps)
+        return read_timeline(profile_data, steps, protos)
     except XSpaceError as err:
         raise _unreadable(path, err) from None
     except StepWindowError as err:
         raise AdvisorError(f"{path}: {err}") from None
+
+
+def _file_protos(path) -> Callable[[set[str]], dict[str, bytes]]:
+    """The programs' HLO read from the file's metadata plane, sliced once on first use."""
+    sliced: list[bytes] = []
+
+    def protos(keys: set[str]) -> dict[str, bytes]:
+        if not sliced:
+            sliced.append(metadata_xspace(Path(path)))
+        return program_protos(sliced[0], keys)
+    return protos
 
 
 def _unreadable(path, err: Exception) -> AdvisorError:
@@ -81,7 +96,7 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     the run's metadata and memory profile: the run's profile before its other hosts are merged in."""
     pending = start_xprof(run.xplane)      # its child runs beside the timeline's reading
     try:
-        timeline = load_timeline(run.xplane, steps)
+        timeline = load_timeline(run.xplane, steps, pending.protos if pending.names is not None else None)
         warnings: list[str] = []
         meta = _run_metadata(run, warnings)
         step_module = timeline.step_module
@@ -90,15 +105,20 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         raise
     ran = {op.module for op in timeline.ops}
     aliases = cached_program_aliases(pending.names, ran, timeline.ops, pending.protos)
-    xprof = pending.finish(aliases.get(step_module, step_module))
-    protos = dict(xprof.hlo_protos)
-    for key, registered in aliases.items():
-        if registered in protos:
-            protos[key] = protos.pop(registered)
+    try:
+        pending.ask(aliases.get(step_module, step_module))     # the memory viewer runs while the HLO is parsed
+        sliced = pending.all_protos()
+        modules = _modules(_renamed(sliced, aliases), warnings, step_module, ran) if sliced is not None else None
+    except BaseException:
+        pending.cancel()
+        raise
+    xprof = pending.finish()
+    protos = _renamed(dict(xprof.hlo_protos), aliases)
+    if modules is None:
+        modules = _modules(protos, warnings, step_module, ran)
     cache_notes = [f"the HLO of {key} is registered as {registered} in the trace (a program loaded from a "
                    "persistent compilation cache gets a new id there): read from there"
                    for key, registered in sorted(aliases.items())]
-    modules = _modules(protos, warnings, step_module, ran)
     unsimulated = step_module in modules and lacks_heap_simulation(protos[step_module])
     memory = _memory_at_peak(xprof.memory_viewer, step_module) if step_module in modules and not unsimulated else None
     if unsimulated:
@@ -145,7 +165,7 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         device_memory_profile=memory_profile,
         run_metadata=meta,
         device_capacity_bytes=_capacity(timeline.device_stats),
-        notes=_window_note(timeline) + cache_notes,
+        notes=_window_note(timeline) + cache_notes + _graph_notes(timeline),
         warnings=warnings,
         busy=timeline.busy,
         host_events=timeline.host_events,
@@ -154,6 +174,14 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         allocators=timeline.allocators,
         hosts=hosts,
     )
+
+
+def _renamed(protos: dict[str, bytes], aliases: dict[str, str]) -> dict[str, bytes]:
+    """The HLO by the key the program's ops carry (a cached program's is registered under another)."""
+    for key, registered in aliases.items():
+        if registered in protos:
+            protos[key] = protos.pop(registered)
+    return protos
 
 
 def cached_program_aliases(registered: Optional[list[str]], ran: set[str], ops=(),
@@ -285,6 +313,23 @@ def merge_hosts(first: Profile, parts: list[HostPart]) -> Profile:
                            "across hosts, GPU kernels): each device's wait in them is estimated as its time beyond "
                            "the shortest device's time in the same collective")
     return first
+
+
+def _graph_notes(timeline: Timeline) -> list[str]:
+    """What became of the kernels XLA ran inside command buffers (CUDA graphs)."""
+    out = []
+    for d in timeline.devices:
+        if not d.graph_launches and not d.graph_unattributed:
+            continue
+        total = d.graph_kernels + d.graph_unattributed
+        text = (f"{d.name}: {total:,} device events (kernels, memsets, copies) ran in {d.graph_launches:,} launches "
+                f"of XLA command buffers (CUDA graphs), whose events name only the buffer; {d.graph_kernels:,} were "
+                "matched to their HLO instructions by the program's schedule (docs/gpu.md)")
+        if d.graph_unattributed:
+            text += (f"; {d.graph_unattributed:,} could not be ({d.graph_unattributed_why}) and are counted as "
+                     "\"other\" under the buffer's name")
+        out.append(text)
+    return out
 
 
 def _compile_in_steps(timeline: Timeline) -> float:

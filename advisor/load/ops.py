@@ -13,6 +13,7 @@ from .op_store import BLOCK_OPS, OpStore
 HOLD_OPS = 4 * BLOCK_OPS     # ops a line holds back behind an open op before it releases the closed ones
 
 NO_MODULE = "(no module)"     # device events that no XLA program launched (e.g. TensorFlow kernels)
+CONTINUED = "(continued)"     # the run id of an execution's events after its first: its time counts, not again its execution
 
 
 def module_key(stats: dict) -> str:
@@ -74,8 +75,9 @@ class LineOps:
     ones go out of order (`_compact`).
     """
 
-    def __init__(self, acc: "OpAccumulator", device: str, line: int):
+    def __init__(self, acc: "OpAccumulator", device: str, line: int, flat: bool = False):
         self.acc, self.device, self.line = acc, device, line
+        self.flat = flat              # events never nest (GPU streams): self time is the duration
         self.last = -np.inf           # the latest start read
         self.count = 0                # ops read: the index of the next one
         self.held: list[list] = []    # [first index, starts, ends, own, keys, places], in order
@@ -104,7 +106,10 @@ class LineOps:
         n_open, n = len(self.open), len(starts)
         o_starts, o_ends, o_own = self.open_span
         s, e = np.concatenate([o_starts, starts]), np.concatenate([o_ends, ends])
-        parent = parents(s, e)[n_open:]       # an op read before can only be the parent of a new one if open
+        if self.flat:       # kernels of a graph may run side by side: overlapping is not nesting
+            parent = np.full(n, -1, dtype=np.int64)
+        else:
+            parent = parents(s, e)[n_open:]       # an op read before can only be the parent of a new one if open
         durs = ends - starts
         child = parent >= 0
         own = np.concatenate([o_own, durs]) - np.bincount(parent[child], weights=durs[child], minlength=n_open + n)
@@ -112,7 +117,7 @@ class LineOps:
         self.held.append([self.count, starts, ends, own[n_open:].copy(), keys, places])
         self.count += n
         self.last = float(starts[-1])
-        still = e > self.last
+        still = e > self.last if not self.flat else np.zeros(len(e), dtype=bool)
         self._settle(index[:n_open][~still[:n_open]], own[:n_open][~still[:n_open]])
         self.open, self.open_span = index[still], (s[still], e[still], own[still])
         self._release(int(self.open[0]) if len(self.open) else self.count)
@@ -186,7 +191,8 @@ class LineOps:
                 starts, ends, keys, places = (np.concatenate([w[k] for w in self.whole]) for k in range(4))
                 order = np.argsort(starts, kind="stable")
                 starts, ends, keys, places = starts[order], ends[order], keys[order], places[order]
-                self._ready((starts, ends, self_times(starts, ends), keys, places))
+                own = ends - starts if self.flat else self_times(starts, ends)
+                self._ready((starts, ends, own, keys, places))
                 self._flush()
             self.whole = []
             return
@@ -208,6 +214,7 @@ class OpAccumulator:
         self.modules = Interner()      # module keys
         self.places = Interner()       # (module key, run id or None, device) of program executions
         self._place_module: list[int] = []     # each place's module, as an index into modules
+        self._place_counts: list[int] = []     # 1: the place's events are executions; 0: continued ones
         self.pairs = Interner()        # (module key, op name) of each op key
         self.store = store if store is not None else OpStore()
         self.waits = OpStore(budget=4 << 20)    # waits for peers (CPU collectives): start, end, place
@@ -223,6 +230,7 @@ class OpAccumulator:
         i = self.places.id((module, run_id, device))
         if i == len(self._place_module):
             self._place_module.append(self.modules.id(module))
+            self._place_counts.append(0 if run_id == CONTINUED else 1)
         return i
 
     def keys_of(self, places: np.ndarray, names: np.ndarray) -> np.ndarray:
@@ -240,11 +248,12 @@ class OpAccumulator:
         zeros = np.zeros(len(starts))
         self.waits.add((starts, starts + durs, zeros, zeros.astype(np.int64), places), "", 0)
 
-    def line(self, device: str = "") -> LineOps:
+    def line(self, device: str = "", flat: bool = False) -> LineOps:
         """A line to add ops to chunk by chunk; `device` names the line's ops in the per-op
-        aggregates ("" on CPU, where the executor threads serve every device, or the GPU/TPU plane)."""
+        aggregates ("" on CPU, where the executor threads serve every device, or the GPU/TPU plane);
+        `flat`: its events never nest (a GPU stream), so each one's self time is its duration."""
         self._lines += 1
-        return LineOps(self, device, self._lines)
+        return LineOps(self, device, self._lines, flat)
 
     def add_line(self, starts: np.ndarray, durs: np.ndarray, places: np.ndarray, names: np.ndarray,
                  device: str = "") -> None:
@@ -276,7 +285,8 @@ class OpAccumulator:
                 continue
             uniq, first, inverse = np.unique(part.keys, return_index=True, return_inverse=True)
             self_sum = np.bincount(inverse, weights=np.where(part.own > 0, part.own, 0.0), minlength=len(uniq))
-            count = np.bincount(inverse, minlength=len(uniq))
+            counted = np.array(self._place_counts, dtype=np.float64)[part.places]
+            count = np.rint(np.bincount(inverse, weights=counted, minlength=len(uniq))).astype(np.int64)
             for j in np.argsort(first, kind="stable").tolist():   # first seen first, as the ops were read
                 module, op = self.pairs[int(uniq[j])]
                 entry = out.get((part.device, module, op))
@@ -292,7 +302,7 @@ class OpAccumulator:
         return self._cached("runs", self._runs)
 
     def _runs(self) -> dict[tuple[str, int], list[float]]:
-        with_run = [p for p, (_, run_id, _) in enumerate(self.places) if run_id is not None]
+        with_run = [p for p, (_, run_id, _) in enumerate(self.places) if run_id is not None and run_id != CONTINUED]
         out: dict[tuple[str, int], list[float]] = {}
         if not with_run:
             return out

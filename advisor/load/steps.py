@@ -39,3 +39,27 @@ def steps_from(marks, last_end_after, runs: list[tuple[float, float]]) -> list[S
     last_ends = last_end_after(np.array([start for start, _, _ in marks], dtype=np.float64))
     return [Step(number=num, start_ns=start, end_ns=max(end, float(last)))
             for (start, end, num), last in zip(marks, last_ends.tolist())]
+
+
+def device_timed(steps: list[Step], marks, launched: np.ndarray, first: np.ndarray, last: np.ndarray) -> list[Step]:
+    """GPU steps timed by the device work their annotations launched, when an annotation ends before
+    that work does (the loop does not block in its steps, as the tutorial's profiling cell is
+    written): step i runs from its first launched kernel to the next step's first, the last one to
+    its last kernel's end. `launched`, `first`, `last`: each launch's host time, and its kernels'
+    first start and last end. Otherwise (each step blocks on its work) the steps as they are."""
+    if not steps or len(marks) != len(steps) or not len(launched):
+        return steps
+    spans = []
+    for start, end, _ in marks:
+        mine = (launched >= start) & (launched <= end)
+        if not mine.any():
+            return steps
+        spans.append((float(first[mine].min()), float(last[mine].max()), end))
+    if not any(work_end > mark_end for _, work_end, mark_end in spans):
+        return steps
+    out = []
+    for i, (step, (begin, work_end, _)) in enumerate(zip(steps, spans)):
+        end = spans[i + 1][0] if i + 1 < len(spans) else work_end
+        out.append(Step(number=step.number, start_ns=begin, end_ns=max(end, begin), annotated=True,
+                        device_timed=True))
+    return out

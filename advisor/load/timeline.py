@@ -9,13 +9,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+import numpy as np
+
 from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
 from .columns import in_window
-from .device_planes import device_plane
+from .device_planes import Programs, device_plane
 from .host_lines import (CPU_EXECUTOR_PREFIXES, AllocatorEvents, Launches, allocator_peaks, cpu_op_line, h2d_transfer,
                          host_pass)
 from .ops import NO_MODULE, DeviceOps, OpAccumulator
-from .steps import steps_from
+from .steps import device_timed, steps_from
 
 __all__ = ["NO_MODULE", "Timeline", "read_timeline"]
 
@@ -43,9 +45,11 @@ class StepWindowError(ValueError):
     """The steps asked for are not in the trace."""
 
 
-def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
+def read_timeline(profile_data, steps: Optional[slice] = None, protos=None) -> Timeline:
     """The trace's timeline; with `steps` (a slice of step numbers: A to B-1), every figure is over
-    those steps only: the ops, copies, host events and waits that start inside them."""
+    those steps only: the ops, copies, host events and waits that start inside them. `protos(keys)`
+    gives the HLO of programs by `name(program_id)`: the schedules that attribute the kernels of
+    command buffers to their instructions."""
     acc = OpAccumulator()
     prefixes = ("/device:GPU", "/device:TPU")
     if hasattr(profile_data, "planes_named"):   # the streaming reader parses only these planes
@@ -58,7 +62,8 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
     host_events: list[HostEvent] = []
 
     backend, device_name, device_stats = "cpu", "", {}
-    planes = [device_plane(p, acc) for p in device_planes]
+    programs = Programs(protos) if protos is not None else None
+    planes = [device_plane(p, acc, programs) for p in device_planes]
     active = [r for r in planes if r.active]
     if active:
         backend = "tpu" if active[0].name.startswith("/device:TPU") else "gpu"
@@ -79,6 +84,11 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
     if host is not None:
         marks, alloc = host_pass(host, host_events, launches if active else None, alloc_events)
         all_steps = steps_from(marks, acc.last_end_after, acc.step_runs())
+        if active and all_steps:
+            spans = [r.launch_spans() for r in planes]
+            ids = np.concatenate([s[0] for s in spans])
+            all_steps = device_timed(all_steps, marks, launches.launched_at(ids),
+                                     np.concatenate([s[1] for s in spans]), np.concatenate([s[2] for s in spans]))
     window, chosen = None, all_steps
     if steps is not None:
         chosen = [s for s in all_steps if (steps.start is None or s.number >= steps.start)
@@ -95,6 +105,11 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
 
     devices = [r.summarize(window) for r in planes]
     for record, summary in zip(planes, devices):
+        g = record.graphs
+        summary.graph_launches, summary.graph_kernels, summary.graph_unattributed = g.launches, g.kernels, g.unattributed
+        why = g.why
+        summary.graph_unattributed_why = "; ".join(f"{n} kernels: {w}" for w, n in why.items())
+    for record, summary in zip(planes, devices):
         acc.device_busy.extend(summary.busy)
         delays = launches.delays(*record.kernel_starts(window))
         summary.launches_matched = len(delays)
@@ -109,7 +124,8 @@ def read_timeline(profile_data, steps: Optional[slice] = None) -> Timeline:
                     host_events=host_events, transfers=sorted(transfers, key=lambda t: t.start_ns),
                     devices=devices, allocators=allocator_peaks(alloc, alloc_events, window), device_ops=acc.device_ops,
                     steps_of_trace=len(all_steps),
-                    step_window=(chosen[0].number, chosen[-1].number) if steps is not None else None)
+                    step_window=(chosen[0].number, chosen[-1].number) if steps is not None else None,
+                    )
 
 
 def _slice_text(steps: slice) -> str:

@@ -175,7 +175,8 @@ def _summary(doc: dict, console: Console) -> None:
         _row(table, "step time", "not run")
     elif s["step_time_ms"] is not None:
         spread = f", spread {s['step_time_spread_ms']:.2f} ms" if s.get("step_time_spread_ms") is not None else ""
-        source = "" if s.get("steps_from") in (None, "step annotations") else f" ({s['steps_from']}: no step annotations)"
+        source = "" if s.get("steps_from") in (None, "step annotations") else f" ({s['steps_from']})" \
+            if s["steps_from"].startswith("the device work") else f" ({s['steps_from']}: no step annotations)"
         steps = f"{s['steps']} step{'s' if s['steps'] != 1 else ''}"
         _row(table, "step time", f"{s['step_time_ms']:.2f} ms median over {steps}{spread}{source}")
     else:
@@ -186,8 +187,12 @@ def _summary(doc: dict, console: Console) -> None:
         why = ""
         if s.get("step_time_ms") and s["op_time_per_step_ms"] > s["step_time_ms"]:
             devices = len(s.get("devices") or [])
-            over = f"{devices} devices and their executor threads" if devices > 1 else "the executor's threads"
-            why = f" (more than the step time: op time is summed over {over}, which run at once)"
+            if doc.get("backend") in ("gpu", "tpu"):
+                why = (" (more than the step time: op time is summed over kernels that run side by side: "
+                       "several streams, or the concurrent kernels of a CUDA graph)")
+            else:
+                over = f"{devices} devices and their executor threads" if devices > 1 else "the executor's threads"
+                why = f" (more than the step time: op time is summed over {over}, which run at once)"
         _row(table, "op time", f"{s['op_time_per_step_ms']:.2f} ms per step in {s['step_module']}{why}")
     if s["peak_memory_bytes"] is not None:
         _row(table, "peak memory", f"{mib(s['peak_memory_bytes'])} ({s['peak_memory_source']})")

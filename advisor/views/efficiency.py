@@ -250,14 +250,20 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
     peak_flops = peak.flops_per_s if peak else None
     peak_bw = peak.bytes_per_s if peak else None
 
+    l2 = {id(r) for r in rows if served_from_l2(r, peak)}
     for r in rows:
         if r.time_ns <= 0:
             continue
         if r.flops:
             checked(r.flops / (r.time_ns / 1e9), peak_flops, f"op {r.name}: {_rate(r.flops / (r.time_ns / 1e9))}")
-        if r.bytes:
+        if r.bytes and id(r) not in l2:
             checked(r.bytes / (r.time_ns / 1e9), bandwidth_roof(r, peak) if peak_bw else None,
                     f"op {r.name}: {_bw(r.bytes / (r.time_ns / 1e9))}")
+    if l2:
+        l2_ns = sum(r.time_ns for r in rows if id(r) in l2)
+        notes.append(f"{len(l2)} op(s) ({l2_ns / total_ns:.1%} of op time) move their bytes faster than the HBM "
+                     f"peak allows while one execution's traffic fits in the {peak.l2_bytes / 1e6:.0f} MB L2 "
+                     f"({peak.l2_source}): served from L2, so their bytes are not charged to HBM bandwidth")
 
     categories = []
     by_cat: dict[str, list[OpRow]] = collections.defaultdict(list)
@@ -270,6 +276,9 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         b = sum(r.bytes for r in members)
         fr = f / t if f is not None and t > 0 else None
         br = b / t if t > 0 else None
+        hbm = [r for r in members if id(r) not in l2]      # what reaches HBM: ops served from L2 aside
+        hbm_t = sum(r.time_ns for r in hbm) / 1e9
+        hbm_r = sum(r.bytes for r in hbm) / hbm_t if hbm_t > 0 else None
         by_bound: dict[str, float] = collections.defaultdict(float)
         for r in members:
             if bounds[id(r)]:
@@ -280,7 +289,8 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
             "flops_per_step": f / max(steps, 1) if f is not None else None, "bytes_per_step": b / max(steps, 1),
             "flops_per_s": _round(fr), "bytes_per_s": _round(br),
             "flops_share_of_peak": _round(checked(fr, peak_flops, f"{cat} ops: {_rate(fr)}")),
-            "bytes_share_of_peak": _round(checked(br, _mean_roof(members, peak), f"{cat} ops: {_bw(br)}")),
+            "bytes_share_of_peak": _round(checked(hbm_r, _mean_roof(hbm, peak), f"{cat} ops: {_bw(hbm_r)}")),
+            "l2_time_s": _round(sum(r.time_ns for r in members if id(r) in l2) / 1e9, 6),
             "bound": max(by_bound, key=by_bound.get) if by_bound else None})
 
     # per step: over the profiled steps; a trace without steps: over its traced window, as one "step"
@@ -310,7 +320,7 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         notes.append(f"{unknown_share:.1%} of op time is in ops whose FLOPs the HLO does not say "
                      f"({', '.join(unknown[:4])}): not counted")
 
-    bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share)
+    bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share, l2)
     basis = verdict_basis(profile, rows, bounds, peak, per, step_s, bound)
     verdict = with_basis(verdict, basis, steps)
     return {
@@ -331,7 +341,7 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         "latency_threshold_us": LATENCY_NS / 1e3,
         "unknown_flops_time_share": _round(unknown_ns / total_ns) if total_ns else None,
         "categories": categories,
-        "ops": [_op_json(r, bounds[id(r)], peak, per) for r in rows[:TOP_OPS]],
+        "ops": [_op_json(r, bounds[id(r)], peak, per, id(r) in l2) for r in rows[:TOP_OPS]],
         "notes": notes,
     }
 
@@ -345,19 +355,27 @@ def roof_share(r: OpRow, peak: Optional[Peak]) -> Optional[float]:
     return at_roof_s / (r.time_ns / 1e9)
 
 
-def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak], per: int = 1) -> dict[str, Any]:
+def served_from_l2(r: OpRow, peak: Optional[Peak]) -> bool:
+    """Whether the op moves its bytes faster than the HBM peak allows while one execution's traffic
+    fits in the device's L2: its data was on chip (just written by the op before), not in HBM."""
+    if peak is None or not peak.bytes_per_s or not peak.l2_bytes or r.time_ns <= 0 or not r.executions:
+        return False
+    return r.bytes / (r.time_ns / 1e9) > peak.bytes_per_s and r.bytes / r.executions <= peak.l2_bytes
+
+
+def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak], per: int = 1, l2: bool = False) -> dict[str, Any]:
     t = r.time_ns / 1e9
-    share = roof_share(r, peak) if bound != "communication" else None
+    share = roof_share(r, peak) if bound != "communication" and not l2 else None
     return {"name": r.name, "module": r.module, "category": r.category, "time_s": _round(t, 6),
             "time_per_step_s": _round(t / per, 6),
             "executions": _round(r.executions, 6), "flops": r.flops, "bytes": r.bytes, "intensity": _round(r.intensity),
             "flops_per_s": _round(r.flops / t) if r.flops is not None and t > 0 else None,
-            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound,
+            "bytes_per_s": _round(r.bytes / t) if t > 0 else None, "bound": bound, "served_from_l2": l2,
             "roof_share": _round(share) if share is not None and share <= 1 else None}
 
 
 def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[Peak], mfu: Optional[float],
-             per: int, step_s: Optional[float], unknown_share: float) -> tuple[Optional[str], str]:
+             per: int, step_s: Optional[float], unknown_share: float, l2: frozenset = frozenset()) -> tuple[Optional[str], str]:
     """The step's bound: whichever of host idle, exposed communication and the device's compute-,
     memory- and latency-bound op time takes most of the step (ops whose bound is unknown aside)."""
     devices = profile.device_activity
@@ -365,12 +383,15 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     # idle (the idle view, which host-bound reads too) and exposed time as shares of the steps they were
     # measured in, then put on the step used for op time: never more than the whole step
     view = idle.of(profile)      # below host-bound's threshold idle time is no verdict, as the rule is silent
-    idle_ns = view.share * step_ns if view and view.host_bound and step_ns else 0.0
+    idle_ns = view.host_share * step_ns if view and view.host_bound and step_ns else 0.0
+    launch_ns = view.launch_share * step_ns if view and step_ns else 0.0     # gaps between launches: latency
     exposed = _device_share(devices, "exposed_ns") * step_ns if step_ns else 0.0
     by_bound: dict[str, float] = collections.defaultdict(float)
     for r in rows:
         if bounds[id(r)] != "communication":        # collectives count by their exposed time below
             by_bound[bounds[id(r)] or "unknown"] += r.time_ns / per
+    if launch_ns:
+        by_bound["latency"] = by_bound.get("latency", 0.0) + launch_ns
     times = {"host": idle_ns, "communication": exposed, **by_bound}
     known = {k: v for k, v in times.items() if k != "unknown" and v > 0}
     if not known:
@@ -379,14 +400,14 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
                           "or run `advisor calibrate`")
         return None, "unknown: no op time measured"
     top = max(known, key=known.get)
-    pct = _of_step(known[top], step_ns)
+    pct = _of_step(known[top], step_ns, profile.backend)
     if peak is None and times.get("unknown", 0) > known[top]:
-        share = f" ({_of_step(times['unknown'], step_ns)})" if step_ns else ""
+        share = f" ({_of_step(times['unknown'], step_ns, profile.backend)})" if step_ns else ""
         return None, (f"compute- or memory-bound unknown without peaks: most time is in device ops{share}; pass "
                       "--peak-flops and --peak-bandwidth, or run `advisor calibrate`")
     caveat = ""
     if top in ("compute", "memory", "latency") and times.get("unknown", 0) > known[top]:
-        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns)}) is in ops whose bound is unknown"
+        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns, profile.backend)}) is in ops whose bound is unknown"
                   if step_ns else "; more op time is in ops whose bound is unknown")
         caveat += " (no FLOP count)" if peak is not None else " (no peaks: pass --peak-flops and --peak-bandwidth)"
     if top == "host":
@@ -396,16 +417,20 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     if top == "latency":
         short = [r for r in rows if bounds[id(r)] == "latency"]
         n = sum(r.executions for r in short) / per
+        gaps = (f", and the device waits {_of_step(launch_ns, step_ns, profile.backend)} in gaps under "
+                f"{idle.LAUNCH_GAP_NS / 1e3:g} µs between kernels launched one by one" if launch_ns else "")
         return "latency", (f"latency-bound: {n:,.0f} op executions per step under {LATENCY_NS / 1e3:g} µs take "
-                           f"{pct}" + caveat)
+                           f"{_of_step(by_bound.get('latency', 0.0) - launch_ns, step_ns, profile.backend)}{gaps}"
+                           + caveat)
     if top == "compute":
         at = f"at {mfu:.1%} of peak {peak.dtype} matmul throughput (MFU)" if mfu is not None and peak else \
             "matmul throughput share unknown"
         return "compute", f"compute-bound: compute-bound ops take {pct}, {at}" + caveat
     mem = [r for r in rows if bounds[id(r)] == "memory"]
-    t = sum(r.time_ns for r in mem) / 1e9
-    rate = sum(r.bytes for r in mem) / t if t > 0 else None
-    share = _share(rate, _mean_roof(mem, peak))
+    hbm = [r for r in mem if id(r) not in l2]
+    t = sum(r.time_ns for r in hbm) / 1e9
+    rate = sum(r.bytes for r in hbm) / t if t > 0 else None
+    share = _share(rate, _mean_roof(hbm, peak))
     names = ", ".join(r.name for r in mem[:3])
     memory = "their memory roofs (cache or DRAM)" if peak and peak.roofs else "HBM bandwidth"
     at = f"at {share:.0%} of {memory}" if share is not None and share <= 1 else "bandwidth share unknown"
@@ -418,15 +443,16 @@ def _device_share(devices, field: str) -> float:
     return sum(shares) / len(shares) if shares else 0.0
 
 
-def _of_step(ns: float, step_ns: Optional[float]) -> str:
+def _of_step(ns: float, step_ns: Optional[float], backend: str = "cpu") -> str:
     """A time as a share of the step; op time summed over a device's threads (XLA:CPU runs ops side by
-    side) can exceed the step, and is then given in ms, never as a share above 100%."""
+    side) or over kernels that run side by side (GPU streams, a CUDA graph's concurrent kernels) can
+    exceed the step, and is then given in ms, never as a share above 100%."""
     if not step_ns:
         return "most of the device time"
     if ns <= step_ns:
         return f"{ns / step_ns:.0%} of the step"
-    return (f"{ns / 1e6:.3g} ms of op time per step summed over the threads that run ops side by side, "
-            f"more than the {step_ns / 1e6:.3g} ms step")
+    over = "kernels that run side by side" if backend in ("gpu", "tpu") else "the threads that run ops side by side"
+    return f"{ns / 1e6:.3g} ms of op time per step summed over {over}, more than the {step_ns / 1e6:.3g} ms step"
 
 
 def _rate(x: Optional[float]) -> str:

@@ -22,6 +22,7 @@ from typing import Optional
 from ..model import Profile, Step, overlap_ns
 
 MIN_SHARE = 0.2      # idle this share of the steps or more is host-bound (host-bound's min_idle_share default)
+LAUNCH_GAP_NS = 20_000.0    # on a GPU, a gap this short between kernels is the launch of the next one
 CACHE_HIT_NS = 1e6   # a Python-side "compile" this short, with no backend compile in it, found the program cached
 
 
@@ -32,15 +33,27 @@ class Idle:
     idle_ns: float              # their total time with no device work in flight
     warm_up: Optional[Step]     # the first step, left out because it compiles
     min_share: float = MIN_SHARE    # the share from which the steps are host-bound (host-bound's option)
+    launch_ns: float = 0.0      # GPU/TPU: of idle_ns, the gaps under LAUNCH_GAP_NS between device work
+    launch_gaps: int = 0        # how many such gaps
 
     @property
     def share(self) -> float:
         return self.idle_ns / self.step_ns if self.step_ns > 0 else 0.0
 
     @property
+    def host_share(self) -> float:
+        """The idle share the host leaves the device in longer waits: a wait for a value, a copy, Python.
+        The gaps between kernels launched one by one are launch latency (the launch-bound rule's), not this."""
+        return (self.idle_ns - self.launch_ns) / self.step_ns if self.step_ns > 0 else 0.0
+
+    @property
+    def launch_share(self) -> float:
+        return self.launch_ns / self.step_ns if self.step_ns > 0 else 0.0
+
+    @property
     def host_bound(self) -> bool:
         """Idle enough to call the steps host-bound: the host-bound rule fires and the verdict may say so."""
-        return self.share >= self.min_share
+        return self.host_share >= self.min_share
 
     @property
     def per_step_ns(self) -> float:
@@ -63,7 +76,24 @@ def build(profile: Profile, min_share: float = MIN_SHARE) -> Optional[Idle]:
     if not steps or not profile.busy or total <= 0:
         return None
     busy = sum(overlap_ns(profile.busy, s.start_ns, s.end_ns) for s in steps)
-    return Idle(steps=steps, step_ns=total, idle_ns=max(0.0, total - busy), warm_up=first, min_share=min_share)
+    launch_ns, launch_gaps = _launch_gaps(profile, steps) if profile.backend in ("gpu", "tpu") else (0.0, 0)
+    return Idle(steps=steps, step_ns=total, idle_ns=max(0.0, total - busy), warm_up=first, min_share=min_share,
+                launch_ns=launch_ns, launch_gaps=launch_gaps)
+
+
+def _launch_gaps(profile: Profile, steps: list[Step]) -> tuple[float, int]:
+    """(time, count) of the gaps under LAUNCH_GAP_NS between the device's busy spans inside the steps:
+    kernels launched one by one, each waiting for the host's next launch."""
+    busy = profile.busy
+    total, count = 0.0, 0
+    for s in steps:
+        inside = [(max(a, s.start_ns), min(b, s.end_ns)) for a, b in busy if a < s.end_ns and b > s.start_ns]
+        for (_, end), (start, _) in zip(inside, inside[1:]):
+            gap = start - end
+            if 0 < gap < LAUNCH_GAP_NS:
+                total += gap
+                count += 1
+    return total, count
 
 
 def compiles(profile: Profile) -> list:

@@ -26,6 +26,9 @@ def _device_summary(d, steps) -> dict[str, Any]:
                                                                           key=lambda kv: -kv[1])},
         "memory_bytes": d.memory_bytes,
         "launches_matched": d.launches_matched,
+        "command_buffer_launches": d.graph_launches,
+        "command_buffer_kernels": d.graph_kernels,
+        "command_buffer_unattributed": d.graph_unattributed,
         "launch_delay_median_us": round(d.launch_delay_median_ns / 1e3, 3) if d.launch_delay_median_ns is not None
         else None,
     }
@@ -115,6 +118,12 @@ def peak_memory(profile: Profile) -> tuple[Optional[int], Optional[str]]:
     return None, None
 
 
+def _steps_from(steps) -> str:
+    if steps[0].device_timed:
+        return "the device work each step annotation launched (the annotations end before it: the steps do not block)"
+    return "step annotations" if steps[0].annotated else "executions of the step program"
+
+
 def summarize(profile: Profile) -> dict[str, Any]:
     steps = profile.steps
     meta = profile.run_metadata
@@ -122,8 +131,7 @@ def summarize(profile: Profile) -> dict[str, Any]:
     durations = sorted(profile.step_durations_ns())
     out: dict[str, Any] = {
         "steps": len(steps),
-        "steps_from": ("step annotations" if steps[0].annotated else "executions of the step program")
-        if steps else None,
+        "steps_from": _steps_from(steps) if steps else None,
         "step_time_ms": round(step_ns / 1e6, 3) if step_ns is not None else None,
         "step_time_spread_ms": round((durations[-1] - durations[0]) / 1e6, 3) if len(durations) > 1 else None,
         "step_module": profile.step_module,
