@@ -52,6 +52,15 @@ class Report:
         return render([a.to_json() for a in self.runs], self.read_from, self.command,
                       failed=[f.to_json() for f in self.failed])
 
+    def to_text(self) -> str:
+        """The CLI's text report, as `advisor analyze PATH --output report.txt` writes it (no colour)."""
+        from .report.text import render_plain
+        return render_plain([a.to_json() for a in self.runs], [f.to_json() for f in self.failed], self.read_from)
+
+    def __str__(self) -> str:
+        """print(report) prints the text report; repr(report) stays one line."""
+        return self.to_text()
+
     def to_html(self) -> str:
         from .report.html import render_report
         return render_report(self)
@@ -72,7 +81,7 @@ class Report:
         try:
             import pandas as pd
         except ImportError:
-            raise ImportError("Report.to_pandas needs pandas: pip install 'jax-advisor[pandas]'") from None
+            raise ImportError("Report.to_pandas needs pandas: pip install pandas (in advisor's clone: pip install -e '.[pandas]')") from None
         findings, ops = [], []
         for a in self.runs:
             for f in a.findings:
@@ -108,7 +117,8 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     """Diagnose the traces under `path` (a logdir, a run folder or one .xplane.pb; a path or an fsspec
     URL such as gs://bucket/logdir, s3://..., file://...).
 
-    select/ignore: rule ids (None: every rule); options: {rule_id: {key: value}} thresholds;
+    select/ignore: rule ids, a list or a string in the grammar of every set ("a+b", "none"; select=None:
+    every rule, select=[] or "none": no rule); options: {rule_id: {key: value}} thresholds;
     device_memory: the capacity (bytes or "24GB") where the trace does not record it;
     jobs: runs analyzed at once, each in a worker process (None or 1: in this process, one after the
     other; a script that passes jobs > 1 needs the usual `if __name__ == "__main__":` guard, as workers
@@ -125,10 +135,10 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     """
     from .engine import all_rules, analyze_all, select_rules
     from .peaks import user_peaks
-    from .settings import parse_steps_flag, validate_options
+    from .settings import parse_ids, parse_steps_flag, validate_options
 
-    select = None if select is None else list(select)
-    rules = [] if select == [] else select_rules(select or (), list(ignore))
+    as_ids = lambda v, name: parse_ids([v] if isinstance(v, str) else list(v), name)  # noqa: E731 - "a+b", "none"
+    rules = select_rules(None if select is None else as_ids(select, "select"), as_ids(ignore, "ignore"))
     opts = validate_options(options or {}, {r.id: r for r in all_rules()})
     analyses, failed = analyze_all(path, rules, opts, progress, _size(device_memory, "device_memory"),
                                    jobs=1 if jobs is None else jobs, engine=engine,

@@ -15,7 +15,8 @@ from .engine import Analysis
 from .errors import AdvisorError
 from .outputs import write_text
 from .findings import SEVERITIES
-from .timing import PairedTiming, paired_verdict
+from .timing import PairedTiming, median_rounds, paired_verdict
+from .units import mib
 
 BASELINE_VERSION = 1
 
@@ -178,11 +179,13 @@ def paired_time_check(evidence: StepTimeEvidence, threshold: float) -> Check:
     v = paired_verdict(evidence.paired, threshold)
     if not v.judged:
         return Check("budget:step-time", True, f"step time not judged: {v.why}", "warning")
-    base_ms = min(min(r) for r in evidence.paired.base)
-    new_ms = min(min(r) for r in evidence.paired.new)
-    text = (f"step time x{v.ratio:.3f} (90% band x{v.low:.3f}-x{v.high:.3f}) over {v.rounds} interleaved rounds "
-            f"against the {evidence.base_label}; fastest step {base_ms:.1f} ms -> {new_ms:.1f} ms; "
-            f"budget +{threshold:.0%}")
+    middle = median_rounds(evidence.paired)
+    figures = " and ".join(f"{b:.1f} ms -> {n:.1f} ms" for _, b, n in middle)
+    which = (f"round {middle[0][0]}, the median round" if len(middle) == 1 else
+             f"rounds {middle[0][0]} and {middle[1][0]}, the two middle rounds, whose ratios' mean is the median")
+    text = (f"step time x{v.ratio:.3f}, the median of {v.rounds} interleaved rounds' ratios (each round: the "
+            f"candidate's fastest step over the base's; 90% band x{v.low:.3f}-x{v.high:.3f}) against the "
+            f"{evidence.base_label}; fastest steps {figures} ({which}); budget +{threshold:.0%}")
     return Check("budget:step-time", not v.regressed, text)
 
 
@@ -193,8 +196,11 @@ def recorded_time_check(c: Comparison, threshold: float, evidence: StepTimeEvide
         return Check("budget:step-time", not strict, "step time unknown in one of the runs: not judged", "warning")
     new_ms = min([c.new.step_time_ms, *evidence.remeasured_ms])
     ratio = new_ms / c.base.step_time_ms
-    text = (f"step time {c.base.step_time_ms:.2f} ms -> {new_ms:.2f} ms (x{ratio:.3f}; budget +{threshold:.0%}, "
-            f"measured noise {c.noise:.0%}; against a baseline recorded at another moment)")
+    which = (f"the fastest of {1 + len(evidence.remeasured_ms)} medians of this run" if evidence.remeasured_ms
+             else "the median step")
+    text = (f"step time {c.base.step_time_ms:.2f} ms -> {new_ms:.2f} ms (x{ratio:.3f}, {which} against the "
+            f"baseline's median step; budget +{threshold:.0%}, measured noise {c.noise:.0%}; against a baseline "
+            "recorded at another moment)")
     if ratio - 1 <= threshold + c.noise:
         return Check("budget:step-time", True, text)
     why = not_comparable(c.noise, [c.new.step_time_ms, *evidence.remeasured_ms], evidence.load, threshold)
@@ -219,7 +225,7 @@ def not_comparable(noise: float, medians: list[float], load: Optional[float], th
 def _memory_check(c: Comparison, threshold: float) -> Check:
     if c.peak_memory_ratio is None:
         return Check("budget:peak-memory", True, "peak memory unknown in one of the runs: not judged", "warning")
-    text = (f"peak memory {c.base.peak_memory_bytes / 2**20:.1f} MiB -> {c.new.peak_memory_bytes / 2**20:.1f} MiB "
+    text = (f"peak memory {mib(c.base.peak_memory_bytes)} -> {mib(c.new.peak_memory_bytes)} "
             f"(x{c.peak_memory_ratio:.3f}; budget +{threshold:.0%})")
     return Check("budget:peak-memory", not c.memory_regressed(threshold), text)
 

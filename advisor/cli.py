@@ -24,6 +24,8 @@ from .report import layout
 from .report.escape import github_commands_off, terminal, visible
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
+SET_HELP = ("Override a config key, e.g. --set model.scan_layers=false, --set model.remat=MLP+Attn (a set: its "
+            "items joined by '+', none for the empty set) (repeatable).")
 
 
 def _fail(message: str) -> None:
@@ -76,8 +78,10 @@ def rule_options(fn):
                       help="Device memory capacity (e.g. 24GB) where the trace does not record it (CPU traces).")(fn)
     fn = click.option("--option", multiple=True, metavar="RULE.KEY=VALUE",
                       help="Override a rule threshold, e.g. --option host-bound.min_idle_share=0.3 (repeatable).")(fn)
-    fn = click.option("--ignore", multiple=True, metavar="RULE", help="Skip these rules (repeatable).")(fn)
-    fn = click.option("--select", multiple=True, metavar="RULE", help="Run only these rules (repeatable).")(fn)
+    fn = click.option("--ignore", multiple=True, metavar="RULE",
+                      help="Skip these rules (repeatable, or joined by '+').")(fn)
+    fn = click.option("--select", multiple=True, metavar="RULE",
+                      help="Run only these rules (repeatable, or joined by '+'; none: no rule).")(fn)
     return fn
 
 
@@ -101,10 +105,11 @@ def resolve_peaks(peak_flops, peak_bandwidth):
 def resolve_rule_settings(select, ignore, option, device_memory):
     """Rules and thresholds from the project config, overridden by the command line."""
     from .engine import all_rules, select_rules
-    from .settings import parse_option_flags, parse_size_flag, read_project_settings, validate_options
+    from .settings import parse_ids, parse_option_flags, parse_size_flag, read_project_settings, validate_options
 
     project = read_project_settings(Path.cwd())
-    rules = select_rules(list(select) or project.select, list(ignore) or project.ignore)
+    rules = select_rules(parse_ids(select) if select else project.select,
+                         parse_ids(ignore, "--ignore") if ignore else project.ignore)
     by_id = {r.id: r for r in all_rules()}
     options = validate_options(project.options, by_id)
     for rule_id, opts in validate_options(parse_option_flags(option), by_id).items():
@@ -142,7 +147,7 @@ def main():
                    "the other in this process). With --engine ray: the CPUs of the local Ray.")
 @click.option("--engine", type=click.Choice(list(ENGINES)), default="process", show_default=True,
               help="process: worker processes on this machine; ray: one Ray task per host file "
-                   "(pip install 'jax-advisor[ray]').")
+                   "(needs Ray: pip install -e '.[ray]' in advisor's clone).")
 @click.option("--ray-address", metavar="ADDRESS",
               help="With --engine ray: join this Ray cluster (e.g. auto, or ray://head:10001) instead of "
                    "starting a local Ray for the command; local: a local Ray even where the default engine "
@@ -245,9 +250,9 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
         from .report.json_report import render
         _write(output, render(docs, path, "analyze", failed=failed))
     elif output:
-        from .report.text import render
+        from .report.text import render_plain
         with atomic_open(output) as fh:
-            render(docs, layout.console(fh), failed, path)
+            fh.write(render_plain(docs, failed, path))
         _err.print(terminal(f"advisor: report written to {output}"))
     else:
         from .report.text import render
@@ -260,8 +265,7 @@ def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progres
 @main.command("run-workload")
 @click.argument("name")
 @click.option("--preset", default="tiny", show_default=True, help="tiny (CPU-sized), small, or seed (the tutorial's).")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a config key, e.g. --set model.scan_layers=false (repeatable).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--steps", type=int, default=None, help="Profiled steps (default: the preset's train.steps).")
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True,
               help="Where the trace is written (TensorBoard logdir layout).")
@@ -365,7 +369,9 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
                            "or two folders that hold runs in same-named subfolders")
-    results = [(name, compare(metrics(b), metrics(n))) for name, b, n in pairs]
+    from .run_label import run_info
+    results = [(name, compare(metrics(b), metrics(n), run_info(b.profile.run_metadata), run_info(n.profile.run_metadata)))
+               for name, b, n in pairs]
     if fmt == "html":
         from .report.html import render_compare
         _write(output, render_compare(results, str(base), str(new)))
@@ -384,7 +390,7 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
 @click.argument("path", required=False, callback=_trace_path)
 @click.option("--workload", metavar="NAME", help="Run this bundled workload and check it (instead of PATH).")
 @click.option("--preset", default="tiny", show_default=True)
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--steps", type=int, default=None)
 @click.option("--logdir", type=click.Path(path_type=Path), default=None,
               help="Where --workload writes its trace (default: a temporary folder, removed after).")
@@ -554,10 +560,12 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
 @main.command("sweep")
 @click.argument("name")
 @click.option("--preset", default="tiny", show_default=True)
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Applied to every row.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Applied to every row; a value as for run-workload's --set.")
 @click.option("--vary", multiple=True, metavar="KEY=V1,V2,...", required=True,
-              help="Values to try for one key (repeatable: the rows are every combination). Join the items "
-                   "of one remat value with '+', and write 'none' for empty: --vary model.remat=none,MLP+Attn,Block")
+              help="Values to try for one key, separated by commas (repeatable: the rows are every combination). "
+                   "Each value is written as for --set, a set's items joined by '+' and none for the empty set: "
+                   "--vary model.remat=none,MLP+Attn,Block is three rows.")
 @click.option("--steps", type=int, default=None)
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True)
 @click.option("--memory-limit", metavar="SIZE", help="Plan for this much device memory (see run-workload).")
@@ -636,7 +644,8 @@ def list_rules(fmt):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @user_errors
 def explain(rule_id, fmt):
-    """What a rule detects, why it matters, how to fix it (from the rule's own docs)."""
+    """What a rule detects, why it matters, how to fix it (from the rule's own docs): rendered on a
+    terminal, the Markdown source when piped."""
     from .engine import select_rules
 
     rule = select_rules([rule_id])[0]
@@ -647,7 +656,8 @@ def explain(rule_id, fmt):
             "summary": rule.summary,
             "options": dict(rule.options), "doc": rule.doc.strip()}})))
         return
-    click.echo(rule.doc.strip())
+    from .report.explain_text import render
+    render(rule.doc, Console(highlight=False), sys.stdout.isatty())
 
 
 @main.command()
@@ -696,9 +706,7 @@ def _emit(report, fmt: str, output) -> None:
         _write(output, report.to_json())
     elif output:
         with atomic_open(output) as fh:
-            from .report.text import render
-            render([a.to_json() for a in report.runs], layout.console(fh),
-                   [f.to_json() for f in report.failed], report.read_from)
+            fh.write(report.to_text())
         _err.print(terminal(f"advisor: report written to {output}"))
     else:
         _print(report.runs, fmt, report.read_from, report.command, report.failed)

@@ -108,6 +108,8 @@ class Comparison:
     category_ratios: dict[str, Optional[float]]
     findings_added: list[str]
     findings_removed: list[str]
+    base_run: Optional[dict] = None     # run_label.run_info of each side: the workload and its settings
+    new_run: Optional[dict] = None
 
     def step_time_regressed(self, threshold: float) -> bool:
         """Slower by more than `threshold` beyond the measured noise."""
@@ -115,6 +117,29 @@ class Comparison:
 
     def step_time_improved(self, threshold: float = 0.0) -> bool:
         return self.step_time_ratio is not None and 1 - self.step_time_ratio > threshold + self.noise
+
+    def step_time_verdict(self) -> str:
+        """What the step-time ratio means against the runs' own noise (the CLI's and the web's line)."""
+        ratio = f"x{self.step_time_ratio:.3f}" if self.step_time_ratio is not None else "n/a"
+        if self.step_time_regressed(0.0):
+            return f"step time: slower beyond the measured noise ({ratio}, noise {self.noise:.0%})"
+        if self.step_time_improved():
+            return f"step time: faster beyond the measured noise ({ratio}, noise {self.noise:.0%})"
+        if self.step_time_ratio is None:
+            return "step time: unknown in one of the runs, not compared"
+        return f"step time: within the measured noise ({ratio}, noise {self.noise:.0%})"
+
+    def runs_text(self) -> list[str]:
+        """`base: transformer (tiny) model.remat=none`, `new: ...`, then the settings that changed."""
+        from .run_label import changes, label
+
+        out = [f"{side}: {label(info)}" for side, info in (("base", self.base_run), ("new", self.new_run)) if info]
+        diff = changes(self.base_run, self.new_run)
+        if diff:
+            out.append("changed: " + "; ".join(diff))
+        elif self.base_run and self.new_run:
+            out.append("changed: no setting (the same configuration on both sides)")
+        return out
 
     def memory_regressed(self, threshold: float) -> bool:
         return self.peak_memory_ratio is not None and self.peak_memory_ratio - 1 > threshold
@@ -126,7 +151,20 @@ class Comparison:
             "peak_memory_ratio": _r(self.peak_memory_ratio),
             "category_ratios": {k: _r(v) for k, v in self.category_ratios.items()},
             "findings_added": self.findings_added, "findings_removed": self.findings_removed,
+            "step_time_verdict": self.step_time_verdict(),
+            "base_run": _label(self.base_run), "new_run": _label(self.new_run),
+            "config_changes": _changes(self.base_run, self.new_run),
         }
+
+
+def _label(info: Optional[dict]) -> Optional[str]:
+    from .run_label import label
+    return label(info) or None
+
+
+def _changes(base: Optional[dict], new: Optional[dict]) -> list[str]:
+    from .run_label import changes
+    return changes(base, new)
 
 
 def _r(x: Optional[float]) -> Optional[float]:
@@ -137,9 +175,12 @@ def _ratio(new, base) -> Optional[float]:
     return new / base if new is not None and base else None
 
 
-def compare(base: Metrics, new: Metrics) -> Comparison:
+def compare(base: Metrics, new: Metrics, base_run: Optional[dict] = None,
+            new_run: Optional[dict] = None) -> Comparison:
+    """base_run/new_run: run_label.run_info of each side, where known (what ran, for the labels)."""
     cats = sorted(set(base.category_ms_per_step) | set(new.category_ms_per_step))
     return Comparison(
+        base_run=base_run, new_run=new_run,
         base=base, new=new,
         step_time_ratio=_ratio(new.step_time_ms, base.step_time_ms),
         noise=max(base.spread, new.spread),

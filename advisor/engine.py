@@ -66,12 +66,14 @@ def all_rules() -> list[Rule]:
     return list(ALL)
 
 
-def select_rules(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list[Rule]:
+def select_rules(select: Optional[Iterable[str]] = None, ignore: Iterable[str] = ()) -> list[Rule]:
+    """select: None for every rule; an empty list (`--select none`) for no rule."""
     rules = {r.id: r for r in all_rules()}
-    for rid in [*select, *ignore]:
+    select = None if select is None else list(select)
+    for rid in [*(select or ()), *ignore]:
         if rid not in rules:
             raise AdvisorError(f"unknown rule id {rid!r}; valid ids: {', '.join(rules)} (see `advisor rules`)")
-    chosen = [r for r in rules.values() if not select or r.id in select]
+    chosen = [r for r in rules.values() if select is None or r.id in select]
     return [r for r in chosen if r.id not in set(ignore)]
 
 
@@ -370,4 +372,6 @@ def analyze_profile(profile: Profile, rules: Optional[list[Rule]] = None,
             profile.notes.append(note)
     summary = summarize(profile)
     summary["efficiency"] = efficiency(profile, peaks)
+    from .sources import shorten
+    shorten(findings, summary, profile.run_metadata)
     return Analysis(profile=profile, findings=findings, summary=summary, rules=coverage)

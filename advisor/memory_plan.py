@@ -32,13 +32,9 @@ def candidates(name: str, config: dict) -> list[dict]:
 
 
 def as_overrides(change: dict) -> list[str]:
-    def text(v):
-        if isinstance(v, bool):
-            return str(v).lower()
-        if isinstance(v, (list, tuple)):
-            return ",".join(v)
-        return str(v)
-    return [f"{k}={text(v)}" for k, v in change.items()]
+    """`--set` items of a config change, written in the one grammar (`model.remat=MLP+Attn`)."""
+    from advisor.workloads.config import as_items
+    return as_items(change)
 
 
 def out_of_memory_finding(name: str, preset: str, overrides: list[str], err: OutOfMemory,

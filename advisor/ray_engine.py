@@ -16,7 +16,7 @@ from .locate import RunFiles
 from .model import Profile
 
 RAY_CONNECT_TIMEOUT_S = 10
-_NO_RAY = AdvisorError("--engine ray needs Ray: install jax-advisor[ray] (pip install 'jax-advisor[ray]')")
+_NO_RAY = AdvisorError("--engine ray needs Ray: pip install ray (in advisor's clone: pip install -e '.[ray]')")
 TIMEOUT_ENV = "ADVISOR_RAY_TIMEOUT_S"      # seconds without any task finishing before the rest fail
 DEFAULT_TIMEOUT_S = 1800.0
 MIN_FREE_CORES = 2        # a local Ray on fewer free cores is slower than the default engine: its runtime

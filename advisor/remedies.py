@@ -13,6 +13,7 @@ import enum
 from typing import Any, Optional
 
 from .model import Profile
+from .units import mib
 
 
 class Kind(str, enum.Enum):
@@ -87,11 +88,11 @@ def buys(profile: Profile, saving: int) -> str:
     """What freed memory would buy, said where the fix is not needed (no memory pressure)."""
     capacity = profile.device_capacity_bytes
     peak = profile.memory.peak_bytes if profile.memory else 0
-    where = (f"the peak is {peak / capacity:.0%} of the {capacity / 2**20:,.0f} MiB capacity"
+    where = (f"the peak is {peak / capacity:.0%} of the {mib(capacity)} capacity"
              if capacity and peak else "no device capacity is known; pass --device-memory")
     share = f" ({saving / peak:.0%} of peak)" if peak else ""
     return (f"no memory pressure ({where}): worth it only to make room for a larger batch or model, "
-            f"with about {saving / 2**20:,.1f} MiB{share} freed")
+            f"with about {mib(saving)}{share} freed")
 
 
 def config_for(profile: Profile, remedy: Remedy) -> dict:

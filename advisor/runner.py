@@ -19,6 +19,7 @@ from typing import Callable, Optional
 
 from . import errors, hardware
 from .cleanup import remove, sweep, track, untrack
+from .units import mib
 
 RUN_METADATA = "advisor_run.json"
 MEMORY_PROFILE = "memory.prof"
@@ -165,7 +166,7 @@ def _profile(name: str, preset: str, config: dict, logdir: Path, progress: Calla
     if need is not None and need > capacity:
         raise OutOfMemory(need, capacity, source, at_run_time=False)
     if need is not None:
-        progress(f"pre-flight: the step needs {need / 2**20:,.1f} MiB of {capacity / 2**20:,.1f} MiB ({source})")
+        progress(f"pre-flight: the step needs {mib(need)} of {mib(capacity)} ({source})")
 
     from advisor.workloads.train import zero_metrics
     private = None

@@ -10,34 +10,44 @@ from __future__ import annotations
 import configparser
 import dataclasses
 import math
-import sys
+import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .errors import AdvisorError
 from .rule import Rule
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 
 @dataclasses.dataclass
 class Settings:
-    select: list[str] = dataclasses.field(default_factory=list)
+    select: Optional[list[str]] = None      # None: every rule; [] (`select = "none"`): no rule
     ignore: list[str] = dataclasses.field(default_factory=list)
     options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     source: str = ""
 
 
-def _split_ids(value, where: str = "select") -> list[str]:
+def parse_ids(values: Iterable[str], where: str = "--select") -> list[str]:
+    """Rule ids given as sets, in the grammar of every set advisor reads (advisor.workloads.config):
+    `a+b` or `a,b` (a line each, in setup.cfg), `none` for no rule."""
+    from advisor.workloads.config import ConfigError, split_set
+
+    out: list[str] = []
+    for value in values:
+        try:
+            items = split_set(value.replace("\n", ","))
+        except ConfigError as err:
+            raise AdvisorError(f"{where}: {err}") from None
+        out += [i for i in dict.fromkeys(items) if i not in out]
+    return out
+
+
+def _split_ids(value, where: str = "select") -> Optional[list[str]]:
     if value is None:
-        return []
+        return None
     if isinstance(value, str):
-        return [v.strip() for v in value.replace("\n", ",").split(",") if v.strip()]
+        return parse_ids([value], where)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return list(value)
+        return parse_ids(value, where)
     raise AdvisorError(f"{where} = {value!r}: expected a list of rule ids, e.g. [\"host-bound\"]")
 
 
@@ -65,7 +75,7 @@ def read_project_settings(folder: Path) -> Settings:
                 for key, value in opts.items():
                     raw[f"{rule}.{key}"] = value
             return Settings(_split_ids(section.get("select"), f"{where} select"),
-                            _split_ids(section.get("ignore"), f"{where} ignore"), _group(raw, where), where)
+                            _split_ids(section.get("ignore"), f"{where} ignore") or [], _group(raw, where), where)
     if setup_cfg.is_file():
         parser = configparser.ConfigParser(interpolation=None)    # a `%` in a value is a `%`
         try:
@@ -77,8 +87,9 @@ def read_project_settings(folder: Path) -> Settings:
         if parser.has_section("advisor"):
             sec = dict(parser.items("advisor"))
             raw = {k: v for k, v in sec.items() if k not in ("select", "ignore")}
-            return Settings(_split_ids(sec.get("select", "")), _split_ids(sec.get("ignore", "")),
-                            _group(raw, f"{setup_cfg} [advisor]"), f"{setup_cfg} [advisor]")
+            where = f"{setup_cfg} [advisor]"
+            return Settings(_split_ids(sec.get("select"), f"{where} select"),
+                            _split_ids(sec.get("ignore"), f"{where} ignore") or [], _group(raw, where), where)
     return Settings()
 
 

@@ -10,10 +10,12 @@ from .compare import metrics
 from .engine import analyze_path
 from .errors import AdvisorError
 from .runner import OutOfMemory, profile_workload
+from .units import mib
 
 
 def grid(name: str, preset: str, base: list[str], vary: list[str]) -> list[list[str]]:
-    """Override lists, one per row; every value is validated before anything runs."""
+    """Override lists, one per row, each value as the user wrote it (the row's label); every value is
+    read in the one grammar of `--set` (`none`, `MLP+Attn`) and validated before anything runs."""
     from advisor import workloads
 
     axes = []
@@ -22,13 +24,18 @@ def grid(name: str, preset: str, base: list[str], vary: list[str]) -> list[list[
             raise AdvisorError(f"--vary expects KEY=V1,V2,..., got {item!r}")
         key, values = item.split("=", 1)
         vals = [v.strip() for v in values.split(",")]
-        if not vals or any(v == "" for v in vals):
-            raise AdvisorError(f"--vary {key}: empty value in {values!r} (write 'none' for an empty value)")
-        axes.append([f"{key.strip()}={'' if v == 'none' else v.replace('+', ',')}" for v in vals])
+        if any(v == "" for v in vals):
+            raise AdvisorError(f"--vary {key.strip()}: empty value in {values!r} (write 'none' for an empty set)")
+        axes.append([f"{key.strip()}={v}" for v in vals])
     rows = [base + list(combo) for combo in itertools.product(*axes)]
     for row in rows:
         workloads.resolve(name, preset, row)
     return rows
+
+
+def label(items: list[str], base: list[str]) -> str:
+    """A row's name: its varied values as written (`model.remat=none`), `(base)` when none vary."""
+    return " ".join(i for i in items if i not in base) or "(base)"
 
 
 def run_grid(name: str, preset: str, base: list[str], rows: list[list[str]], logdir: Path,
@@ -37,18 +44,19 @@ def run_grid(name: str, preset: str, base: list[str], rows: list[list[str]], log
 
     out = []
     first = None
+    progress(f"sweep: {len(rows)} row{'s' if len(rows) != 1 else ''}: " + " | ".join(label(r, base) for r in rows))
     for items in rows:
-        label = " ".join(i for i in items if i not in base) or "(base)"
-        progress(f"sweep: {label}")
+        row_name = label(items, base)
+        progress(f"sweep: {row_name}")
         config = workloads.resolve(name, preset, items)
         try:
             run_dir = profile_workload(name, preset, config, logdir, progress, memory_limit)
         except OutOfMemory as err:
-            out.append({"config": label, "error": f"out of memory: needs {err.required} of {err.capacity} bytes"})
+            out.append({"config": row_name, "error": f"out of memory: needs {mib(err.required)} of {mib(err.capacity)}"})
             continue
         (analysis,) = analyze_path(run_dir)
         m = metrics(analysis)
-        row = {"config": label, "trace": str(run_dir), "step_time_ms": m.step_time_ms,
+        row = {"config": row_name, "trace": str(run_dir), "step_time_ms": m.step_time_ms,
                "step_time_spread": round(m.spread, 4), "peak_memory_bytes": m.peak_memory_bytes,
                "findings": sorted(m.findings)}
         if first is None:

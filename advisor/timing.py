@@ -72,6 +72,17 @@ def paired_verdict(timing: PairedTiming, budget: float, min_rounds: int = 3) -> 
     return TimeVerdict(True, regressed, ratio, low, high, len(ratios))
 
 
+def median_rounds(timing: PairedTiming) -> list[tuple[int, float, float]]:
+    """The round(s) the median paired ratio comes from, as (round number from 1, base's fastest step
+    ms, candidate's): the middle round by ratio, or the two middle ones (the median is the mean of
+    their ratios) when the count is even. Their figures are what the verdict's ratio rests on."""
+    ratios = timing.ratios()
+    order = sorted(range(len(ratios)), key=lambda i: ratios[i])
+    mid = len(order) // 2
+    picked = sorted(order[mid - 1:mid + 1] if len(order) % 2 == 0 else order[mid:mid + 1])
+    return [(i + 1, min(timing.base[i]), min(timing.new[i])) for i in picked]
+
+
 def needs_more_rounds(verdict: TimeVerdict, budget: float) -> bool:
     """The band straddles the budget line: more rounds would tell."""
     return verdict.judged and verdict.low is not None and verdict.low <= 1 + budget < verdict.high

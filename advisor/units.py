@@ -3,18 +3,38 @@
 MIB = 1024 * 1024
 
 
+GIB = 1024 * MIB
+
+
 def mib(nbytes: float) -> str:
-    """MiB to one decimal; under 0.05 MiB (which would print as 0.0 MiB) in KiB."""
+    """A memory size, one convention in every report: MiB to one decimal; from 1 GiB up GiB to three
+    significant digits or more (5.78 GiB; a device's 80 GB reads 79.2 GiB, as its description does,
+    never 81,090.1 MiB); under 0.05 MiB (which would print as 0.0 MiB) KiB."""
     if 0 < abs(nbytes) < 0.05 * MIB:
         return f"{nbytes / 1024:,.1f} KiB"
+    if abs(nbytes) >= GIB:
+        return f"{nbytes / GIB:,.{2 if abs(nbytes) < 9.995 * GIB else 1}f} GiB"
     return f"{nbytes / MIB:,.1f} MiB"
 
 
 def size(nbytes: float) -> str:
-    """MiB from 1 MiB up, KiB below: small collectives and buffers keep their digits."""
+    """mib()'s units from 1 MiB up, KiB and bytes below: small collectives and buffers keep their digits."""
     if nbytes >= MIB:
         return mib(nbytes)
     return f"{nbytes / 1024:,.1f} KiB" if nbytes >= 1024 else f"{int(nbytes)} B"
+
+
+_SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def si(x: float, unit: str) -> str:
+    """A count or rate with an SI prefix and three significant digits, never an exponent:
+    2.34e4 FLOP/s -> 23.4 kFLOP/s, 3.08e12 B/s -> 3.08 TB/s."""
+    for scale, prefix in _SI:
+        if abs(x) >= scale * 0.9995:         # 999.96 GB/s rounds to 1.00 TB/s, not 1e+03 GB/s
+            value = x / scale
+            return f"{value:,.0f} {prefix}{unit}" if abs(value) >= 999.5 else f"{value:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}" if abs(x) >= 0.001 or x == 0 else f"{x:.1e} {unit}"
 
 
 def ms(ns: float) -> str:

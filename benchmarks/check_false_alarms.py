@@ -1,7 +1,7 @@
 """False alarms and caught regressions of `advisor check`'s step-time verdict, quiet and loaded.
 
 Four cells, run in turn (one run of each, then the next round) so each sees the same machine:
-  unchanged   the tiny Transformer (remat MLP,Attn, the configuration .ci/run checks) against itself:
+  unchanged   the tiny Transformer (remat MLP+Attn, the configuration .ci/run checks) against itself:
               a failure is a false alarm;
   bfloat16    the same with --set model.dtype=bfloat16, really slower on CPU: a failure is a catch;
 each quiet and with --load N busy neighbour processes (`while True: pass`) that this script
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-CONFIG = ["model.remat=MLP,Attn"]
+CONFIG = ["model.remat=MLP+Attn"]
 SLOWER = ["model.dtype=bfloat16"]
 BUDGET = 0.10        # the check's default --max-step-time-regression
 

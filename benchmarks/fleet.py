@@ -104,7 +104,7 @@ def main() -> None:
             modes.append(("  --ray-address local", ["--engine", "ray", "--ray-address", "local",
                                                    "--jobs", str(args.jobs)], args.jobs))
         except ImportError:
-            print("ray is not installed (pip install 'jax-advisor[ray]'): --engine ray left out")
+            print("ray is not installed (pip install -e '.[ray]'): --engine ray left out")
     with tempfile.TemporaryDirectory(prefix="advisor-fleet-") as tmp:
         logdir = Path(tmp) / "logdir"
         build(logdir, args.runs)

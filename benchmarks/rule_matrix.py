@@ -34,22 +34,22 @@ ACC = "unneeded-grad-accumulation"
 # rule judge CPU runs (the tiny step's full batch fits in 1 GiB).
 TUTORIAL = [
     ("tutorial: float32, scan, no remat, 4 minibatches",
-     ["model.dtype=float32", "model.remat=", "optimizer.num_minibatches=4"],
+     ["model.dtype=float32", "model.remat=none", "optimizer.num_minibatches=4"],
      {"scan-dynamic-update-slice", "missing-remat", "float32-activations", ACC}),
     ("tutorial: bfloat16, scan, no remat, 4 minibatches",
-     ["model.dtype=bfloat16", "model.remat=", "optimizer.num_minibatches=4"],
+     ["model.dtype=bfloat16", "model.remat=none", "optimizer.num_minibatches=4"],
      {"scan-dynamic-update-slice", "missing-remat", ACC}),
     ("tutorial: bfloat16, unrolled, no remat, 4 minibatches",
-     ["model.dtype=bfloat16", "model.scan_layers=false", "model.remat=", "optimizer.num_minibatches=4"],
+     ["model.dtype=bfloat16", "model.scan_layers=false", "model.remat=none", "optimizer.num_minibatches=4"],
      {"missing-remat", ACC}),
     ("tutorial: bfloat16, scan, remat MLP+Attn, 4 minibatches",
-     ["model.dtype=bfloat16", "model.remat=MLP,Attn", "optimizer.num_minibatches=4"], {ACC}),
+     ["model.dtype=bfloat16", "model.remat=MLP+Attn", "optimizer.num_minibatches=4"], {ACC}),
     ("tutorial: bfloat16, scan, remat Block, 4 minibatches",
      ["model.dtype=bfloat16", "model.remat=Block", "optimizer.num_minibatches=4"], {"remat-too-broad", ACC}),
     ("tutorial: bfloat16, scan, remat MLP+Attn, 1 minibatch",
-     ["model.dtype=bfloat16", "model.remat=MLP,Attn", "optimizer.num_minibatches=1"], set()),
+     ["model.dtype=bfloat16", "model.remat=MLP+Attn", "optimizer.num_minibatches=1"], set()),
     ("tutorial: float32, remat MLP+Attn, state not donated",
-     ["model.remat=MLP,Attn", "train.donate=false"], {"missing-buffer-donation"}),
+     ["model.remat=MLP+Attn", "train.donate=false"], {"missing-buffer-donation"}),
 ]
 PLAIN_PROGRAMS = [
     ("plain Flax: scan, no remat", ["tower"], {"scan-dynamic-update-slice", "missing-remat", "float32-activations"}),

@@ -59,7 +59,8 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
             continue
         mean_us = d.small_kernel_ns / max(d.small_kernel_count, 1) / 1e3
         small = d.small_kernel_ns / per
-        steps = "per step" if profile.steps else "over the traced window (no steps)"
+        steps = "per step" if profile.steps else "over the traced window, which has no steps,"
+        each = "per step" if profile.steps else "over the traced window"
         one_by_one = not d.graph_launches
         waits = (f"; the device waits {pct(gap_share)} of the step ({ms(gaps)}) in gaps under "
                  f"{idle_view.LAUNCH_GAP_NS / 1e3:g} µs between them" if gap_share >= min_gap_share else "")
@@ -72,7 +73,7 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
         yield Finding(
             rule=RULE.id,
             severity=RULE.severity,
-            title=f"{d.name}: {count:,.0f} kernels under {SMALL_KERNEL_NS / 1e3:g} µs {steps} (mean {mean_us:.1f} µs) "
+            title=f"{d.name}: {count:,.0f} kernels under {SMALL_KERNEL_NS / 1e3:g} µs (mean {mean_us:.1f} µs) {steps} "
                   f"take {pct(share)} of kernel time ({ms(small)}){waits}: launch-bound"
                   + (", kernels launched one by one" if one_by_one and profile.backend == "gpu" else ""),
             evidence={
@@ -91,11 +92,11 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
             recommendation=Recommendation(
                 text=text,
                 expected=Expected("step_time", round((gaps or small) / 1e6, 3), "ms",
-                                  f"up to {ms(gaps)} per step: the measured gaps between launches, which fewer "
-                                  f"launches remove; more from fewer, larger kernels (the {ms(small)} per step of "
+                                  f"up to {ms(gaps)} {each}: the measured gaps between launches, which fewer "
+                                  f"launches remove; more from fewer, larger kernels (the {ms(small)} {each} of "
                                   f"kernels under {SMALL_KERNEL_NS / 1e3:g} µs is mostly their fixed cost)"
                                   if gaps else
-                                  f"up to {ms(small)} per step: the measured time of the kernels under "
+                                  f"up to {ms(small)} {each}: the measured time of the kernels under "
                                   f"{SMALL_KERNEL_NS / 1e3:g} µs, most of it their fixed cost"),
                 cost="a larger batch needs more device memory and may change convergence; a scan compiles "
                      "its body once and runs it sequentially; CUDA graphs are recorded once per program, at its "

@@ -36,7 +36,7 @@ from __future__ import annotations
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import ms, pct
+from advisor.units import ms, pct, si
 from advisor.views.efficiency import device_peak, matmul_dtype, op_rows
 
 def check(profile: Profile, min_share: float = 0.15):
@@ -52,8 +52,8 @@ def check(profile: Profile, min_share: float = 0.15):
     share = time / total
     peak, _ = device_peak(profile, matmul_dtype(ops.rows))
     rate = sum(r.bytes for r in layout) / (time / 1e9)
-    at = f", moving {rate / 1e9:.3g} GB/s" + (f" ({pct(rate / peak.bytes_per_s)} of {peak.device}'s "
-                                             f"{peak.bytes_per_s / 1e12:.3g} TB/s, {peak.source})"
+    at = f", moving {si(rate, 'B/s')}" + (f" ({pct(rate / peak.bytes_per_s)} of {peak.device}'s "
+                                         f"{si(peak.bytes_per_s, 'B/s')}, {peak.source})"
                                              if peak and peak.bytes_per_s and rate <= peak.bytes_per_s else "")
     top = layout[0]
     yield Finding(

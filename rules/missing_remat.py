@@ -105,8 +105,8 @@ def check(profile: Profile, min_share: float = 0.2, min_bytes: int = 16 * 1024 *
     remedy = Remedy(Kind.REMAT, "blocks" if in_scan or mixed else "scanned_blocks")
     text, config = advice(profile, remedy, (
         "rematerialize the large blocks (Flax: nn.remat(Block, prevent_cse=False); the bundled Transformer: "
-        "remat=MLP,Attn)" if in_scan or mixed else
-        "scan over the layers with the blocks rematted inside (scan_layers=true, remat=MLP,Attn): unrolled, XLA "
+        "remat=MLP+Attn)" if in_scan or mixed else
+        "scan over the layers with the blocks rematted inside (scan_layers=true, remat=MLP+Attn): unrolled, XLA "
         "schedules the recomputation early and remat alone frees nothing"), source)
     if mixed:
         text += ("; the layers differ in shape, so they cannot be stacked into a scan: remat each block where it "

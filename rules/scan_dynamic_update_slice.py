@@ -129,7 +129,7 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
             "the scan runs over time (a recurrence), not over layers: unrolling it is not the lever")
     elif layers is not None and layers > UNROLL_MAX_LAYERS and not rematted:
         remedy, text = Remedy(Kind.REMAT, "blocks"), (
-            f"remat the blocks inside the scan (remat=MLP,Attn): {layers} layers are too many to unroll cheaply")
+            f"remat the blocks inside the scan (remat=MLP+Attn): {layers} layers are too many to unroll cheaply")
     elif rematted:
         remedy, text = Remedy(Kind.UNROLL_LAYERS), (
             "unroll the layers (scan_layers=False) for a shallow model; the blocks are already rematted, so what "
@@ -137,7 +137,7 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
     else:
         remedy, text = Remedy(Kind.UNROLL_LAYERS), (
             "unroll the layers (scan_layers=False) for a shallow model, or remat the blocks inside the scan "
-            "(remat=MLP,Attn) so only each block's input is stacked")
+            "(remat=MLP+Attn) so only each block's input is stacked")
     source = next((str(ins.source) for _, ins in dus if ins.source), None)
     text, change = advice(profile, remedy, text, source)
     if over_time:

@@ -155,6 +155,20 @@ def test_analyze_equals_the_cli_json():
     assert [f.rule for f in run.findings] == [f["rule"] for f in json.loads(cli.stdout)["runs"][0]["findings"]]
 
 
+def test_str_of_a_report_is_the_cli_text_report(tmp_path, traced):
+    """print(report) from a script prints what `advisor analyze` prints, not a one-line repr."""
+    from conftest import cli as run_cli
+
+    report = advisor.analyze(FIXTURE)
+    assert str(report) == report.to_text() == run_cli("analyze", FIXTURE).stdout
+    assert run_cli("analyze", FIXTURE, "--output", tmp_path / "r.txt").returncode == 0
+    assert (tmp_path / "r.txt").read_text(encoding="utf-8") == str(report)
+    assert "finding" in str(report) and "\x1b[" not in str(report)
+    text = str(traced[0].report)
+    assert text.startswith(str(traced[0].run_dir)) and "step time" in text
+    assert repr(report).startswith("<advisor.Report")
+
+
 def test_analyze_select_and_bad_input():
     from advisor.errors import AdvisorError
 

@@ -93,5 +93,5 @@ def test_analyze_compile_check_on_a_bundled_workload_trace():
     assert proc.returncode == 0, proc.stderr
     (f,) = json.loads(proc.stdout)["runs"][0]["findings"]
     rec = f["recommendation"]
-    assert rec["checked"] == "compiled" and "--set model.remat=MLP,Attn: peak" in rec["check"]
+    assert rec["checked"] == "compiled" and "--set model.remat=MLP+Attn: peak" in rec["check"]
     assert "compiled:" in rec["expected"]["text"] and rec["expected"]["saving"] > 0

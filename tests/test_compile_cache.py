@@ -170,3 +170,20 @@ def test_several_cached_programs_of_a_name_are_told_apart_by_their_instructions(
     assert cached_program_aliases(["jit_f(6)", "jit_f(7)"], {"jit_f(5)"}, ops, lookup) == {"jit_f(5)": "jit_f(7)"}
     protos["jit_f(6)"] = proto("fusion.3", "add.2")       # both hold every op: not guessed
     assert cached_program_aliases(["jit_f(6)", "jit_f(7)"], {"jit_f(5)"}, ops, lookup) == {}
+
+
+def test_a_fresh_program_without_temporaries_is_not_taken_for_a_cached_one(tmp_path):
+    """`x * 2 + 1` has only its parameter and its output: XLA runs no heap simulation for it, freshly
+    compiled or not. Its empty trace list is not the mark of a program loaded from the cache."""
+    import jax
+    import jax.numpy as jnp
+
+    from advisor.engine import analyze_path
+
+    step = jax.jit(lambda x: x * 2 + 1)
+    with jax.profiler.trace(str(tmp_path)):
+        with jax.profiler.StepTraceAnnotation("train", step_num=0):
+            step(jnp.ones((64, 64))).block_until_ready()
+    (analysis,) = analyze_path(tmp_path)
+    assert not any("heap simulation" in w for w in analysis.profile.warnings), analysis.profile.warnings
+    assert analysis.profile.memory is not None and analysis.profile.memory.peak_bytes > 0

@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES, cli
 
 needs_ray = pytest.mark.skipif(not importlib.util.find_spec("ray"),
-                               reason="ray is not installed: pip install 'jax-advisor[ray]' to test --engine ray")
+                               reason="ray is not installed: pip install -e '.[ray]' to test --engine ray")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from conftest import FIXTURES, analyze_json, cli
 
 from advisor.report import escape
 from advisor.tensorboard import cache
-from advisor.tensorboard.app import AdvisorApp, wsgi
+from advisor.tensorboard.app import AdvisorApp, run_ref, wsgi
 from advisor.tensorboard.links import finding_links
 from advisor.tensorboard.runs import has_runs, list_runs
 
@@ -148,6 +148,32 @@ def test_compare_two_runs(client, logdir):
     page = _open(client, f"run={urllib.parse.quote(scan)}&compare={urllib.parse.quote(remat)}")
     assert "new / base" in page and "<svg" in page
     assert "findings added:" in page
+    # the CLI's verdict and what ran on each side
+    assert "step time: faster beyond the measured noise (x0.846, noise 13%)" in page
+    assert "changed: model.remat: none -&gt; MLP+Attn" in page
+    assert "new: transformer (tiny) model.remat=MLP+Attn train.steps=2" in page
+
+
+def test_runs_are_named_by_workload_and_the_settings_that_differ(tmp_path, cache_dir):
+    """The runs of one sweep differ by timestamp alone in their names: the picker and the list show
+    the workload and the settings that tell them apart, beside the name (the value stays the name's run_ref);
+    a stranger's advisor_run.json is text, escaped."""
+    import json
+
+    scan = _copy_run("transformer_scan", tmp_path, 1_700_000_000)
+    remat = _copy_run("transformer_remat", tmp_path / "b", 1_700_000_100)
+    block = _copy_run("transformer_remat_block", tmp_path / "c", 1_700_000_200)
+    odd = tmp_path / "plugins" / "profile" / "odd"
+    odd.mkdir()
+    shutil.copy(scan / "vm.xplane.pb", odd / "vm.xplane.pb")
+    (odd / "advisor_run.json").write_text(json.dumps({"workload": HOSTILE, "preset": "tiny", "config": {}}))
+    page = Client(wsgi(AdvisorApp(tmp_path, profile_links=False))).get("/index.html", base_url="http://127.0.0.1/").text
+    for name, shown in ((scan.name, "transformer (tiny) model.remat=none"),
+                        (f"b/{remat.name}", "transformer (tiny) model.remat=MLP+Attn"),
+                        (f"c/{block.name}", "transformer (tiny) model.remat=Block")):
+        assert f'<option value="{run_ref(name)}">{name} · {shown}</option>' in page
+        assert f"{name}</a></td><td>{shown}</td>" in page
+    assert HOSTILE not in page and escape.html(HOSTILE) in page and "\x1b" not in page
 
 
 def test_unknown_run_and_missing_logdir(client, tmp_path):

@@ -17,7 +17,7 @@ def test_verify_measures_each_change(tmp_path):
     assert remat["peak_memory_ratio"] < 0.6
     assert remat["loss_match"] is True and remat["bug"] is False
     rec = findings["missing-remat"]["recommendation"]
-    assert rec["checked"] == "measured" and "re-run with --set model.remat=MLP,Attn" in rec["check"]
+    assert rec["checked"] == "measured" and "re-run with --set model.remat=MLP+Attn" in rec["check"]
     scan = findings["scan-dynamic-update-slice"]["verified"]
     assert scan["change"] == {"model.scan_layers": False}
     # unrolling must compute the same function: same loss on the same parameters
@@ -44,7 +44,7 @@ def test_sweep_compares_rows(tmp_path):
                    "--logdir", tmp_path, "--format", "json")
     doc = validate("sweep", proc)
     rows = doc["rows"]
-    assert [r["config"] for r in rows] == ["model.remat=", "model.remat=MLP,Attn"]
+    assert [r["config"] for r in rows] == ["model.remat=none", "model.remat=MLP+Attn"]
     assert rows[0]["peak_memory_ratio"] == 1.0 and rows[1]["peak_memory_ratio"] < 0.6
     assert "missing-remat" in rows[0]["findings"] and "missing-remat" not in rows[1]["findings"]
 

@@ -1,4 +1,10 @@
-"""Workload configs: nested sections of typed fields, presets, and `--set` overrides."""
+"""Workload configs: nested sections of typed fields, presets, and `--set` overrides.
+
+One grammar for a value, wherever it is given (`--set`, `--vary`, `check --workload`, the API's
+dicts): `true`/`false`, numbers, a choice, or a set of items joined by `+` (`MLP+Attn`) with `none`
+for the empty set. `format_value` writes a value back in that grammar, so what advisor prints
+(`config: --set model.remat=MLP+Attn`) can be pasted into any of them.
+"""
 
 from __future__ import annotations
 
@@ -53,16 +59,45 @@ def parse_choice(choices: tuple) -> Callable[[str], str]:
     return parse
 
 
+NONE = "none"     # the empty set, as written on a command line or in a sweep's row
+
+
+def split_set(text: str) -> list[str]:
+    """A set's items as written: joined by `+` (or `,` where the value stands alone, as in
+    `--set model.remat=MLP,Attn`); `none` (or nothing) is the empty set. An empty item
+    (`MLP++Attn`, `MLP+`) is an error."""
+    t = text.strip()
+    if t == "" or t.lower() == NONE:
+        return []
+    items = [x.strip() for x in t.replace(",", "+").split("+")]
+    if any(not x for x in items):
+        raise ConfigError(f"empty item in {text!r}: join the items with '+' (e.g. MLP+Attn), or write none")
+    return items
+
+
 def parse_subset(choices: tuple) -> Callable[[str], tuple]:
-    """Comma-separated subset, e.g. `MLP,Attn`; the empty string means none."""
+    """A subset of `choices`, e.g. `MLP+Attn`; `none` is the empty set (see split_set)."""
     def parse(text: str) -> tuple:
-        items = tuple(x.strip() for x in text.split(",") if x.strip())
-        bad = [x for x in items if x not in choices]
-        if bad:
-            raise ConfigError(
-                f"expected a comma-separated subset of {', '.join(choices)} (or empty), got {text!r}")
+        try:
+            items = split_set(text)
+        except ConfigError:
+            items = [""]
+        if any(x not in choices for x in items):
+            raise ConfigError(f"expected items of {', '.join(choices)} joined by '+' (e.g. {'+'.join(choices[:2])}), "
+                              f"or none, got {text!r}")
         return tuple(x for x in choices if x in items)
     return parse
+
+
+def format_value(value: Any) -> str:
+    """A config value as a user writes it: true/false, a number, a choice, `MLP+Attn`, `none`."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "+".join(map(str, value)) if value else NONE
+    if value is None:
+        return NONE
+    return str(value)
 
 
 def flatten(schema: dict[str, dict[str, Field]]) -> dict[str, Field]:
@@ -88,12 +123,12 @@ def resolve(schema, presets: dict[str, dict[str, Any]], preset: str,
         if key not in flat:
             raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(flat)}")
         section, name = key.split(".", 1)
-        if isinstance(value, str):
-            try:
-                value = flat[key].parse(value)
-            except ConfigError as err:
-                raise ConfigError(f"bad value for {key}: {err}") from None
-        config[section][name] = value
+        # a value given as a Python value (the API's dicts) is read as its text: one grammar, checked
+        text = value if isinstance(value, str) else format_value(value)
+        try:
+            config[section][name] = flat[key].parse(text)
+        except ConfigError as err:
+            raise ConfigError(f"bad value for {key}: {err}") from None
     return copy.deepcopy(config)
 
 
@@ -102,6 +137,11 @@ def _split(item: str) -> tuple[str, str]:
         raise ConfigError(f"expected KEY=VALUE, got {item!r} (e.g. --set model.scan_layers=false)")
     key, value = item.split("=", 1)
     return key.strip(), value.strip()
+
+
+def as_items(change: dict) -> list[str]:
+    """{"model.remat": ["MLP", "Attn"]} -> ["model.remat=MLP+Attn"]: `--set` items in the one grammar."""
+    return [f"{k}={format_value(v)}" for k, v in change.items()]
 
 
 def to_json(config: dict) -> dict:

@@ -27,7 +27,7 @@ SCHEMA = {
         "causal_mask": cfg.Field(True, cfg.parse_bool, "causal attention mask"),
         "scan_layers": cfg.Field(True, cfg.parse_bool, "run the layers with nn.scan (else unrolled)"),
         "remat": cfg.Field(("MLP", "Attn"), cfg.parse_subset(REMAT_CHOICES),
-                           "modules to rematerialize: any of MLP, Attn, Block", REMAT_CHOICES),
+                           "modules to rematerialize: MLP, Attn, Block, joined by '+' (MLP+Attn); none for no remat", REMAT_CHOICES),
     },
     "optimizer": {
         "learning_rate": cfg.Field(4e-4, cfg.parse_float, "peak learning rate (warmup + exponential decay)"),

@@ -381,9 +381,10 @@ def _accumulation_trip_count(comps, calls) -> Optional[int]:
 
 
 def lacks_heap_simulation(data: bytes) -> bool:
-    """The HloProto has a buffer assignment without heap simulator traces: XLA's assignment of a
-    program loaded from a persistent compilation cache. Its peak (xprof's memory viewer walks those
-    traces) would be wrong."""
+    """The HloProto has a buffer assignment with temporary buffers but no heap simulator traces: XLA's
+    assignment of a program loaded from a persistent compilation cache. Its peak (xprof's memory
+    viewer walks those traces) would be wrong. A program whose buffers are all parameters, outputs,
+    constants or thread-local has no traces when freshly compiled either (`x * 2 + 1`)."""
     from .xspace_slice import _skip, _varint
 
     def fields(buf, pos, end):
@@ -393,16 +394,29 @@ def lacks_heap_simulation(data: bytes) -> bool:
                 length, body = _varint(buf, pos)
                 yield key >> 3, body, body + length
                 pos = body + length
+            elif key & 7 == 0:
+                value, pos = _varint(buf, pos)
+                yield key >> 3, value, None
             else:
                 pos = _skip(buf, pos, key & 7)
 
     try:
         for number, body, end in fields(data, 0, len(data)):
-            if number == 3:     # HloProto.buffer_assignment
-                return all(n != 4 for n, _, _ in fields(data, body, end))   # heap_simulator_traces
+            if number != 3 or end is None:      # HloProto.buffer_assignment
+                continue
+            parts = list(fields(data, body, end))
+            if any(n == 4 for n, _, _ in parts):      # heap_simulator_traces
+                return False
+            # buffer_allocations = 3: a temporary one is none of an entry parameter (5), a constant (12),
+            # thread-local (3) or maybe live out (7)
+            return any(not ({f: v for f, v, e in fields(data, b, e2) if e is None}.keys() & _NOT_TEMPORARY)
+                       for n, b, e2 in parts if n == 3 and e2 is not None)
     except (ValueError, IndexError):
         return False
     return False
+
+
+_NOT_TEMPORARY = frozenset({3, 5, 7, 12})
 
 
 _INT32_MAX = 2**31 - 1

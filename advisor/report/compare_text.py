@@ -7,6 +7,7 @@ from rich.text import Text
 
 from . import layout
 from .escape import terminal
+from ..units import mib
 
 
 def _ratio(x) -> str:
@@ -21,12 +22,13 @@ def render(results, console: Console) -> None:
     for name, c in results:
         if name:
             console.print(terminal(name, "bold"))
+        for line in c.runs_text():
+            console.print(terminal(line))
         b, n = c.base, c.new
         rows = [["step time (median)", f"{b.step_time_ms or 0:.2f} ms", f"{n.step_time_ms or 0:.2f} ms",
                  f"{_ratio(c.step_time_ratio)} (noise {c.noise:.0%})"]]
         if b.peak_memory_bytes is not None and n.peak_memory_bytes is not None:
-            rows.append(["peak memory", f"{b.peak_memory_bytes / 2**20:.1f} MiB",
-                         f"{n.peak_memory_bytes / 2**20:.1f} MiB", _ratio(c.peak_memory_ratio)])
+            rows.append(["peak memory", mib(b.peak_memory_bytes), mib(n.peak_memory_bytes), _ratio(c.peak_memory_ratio)])
         if b.mfu is not None or n.mfu is not None:
             rows.append(["MFU", _pct(b.mfu), _pct(n.mfu),
                          _ratio(n.mfu / b.mfu) if b.mfu and n.mfu is not None else "n/a"])
@@ -38,12 +40,7 @@ def render(results, console: Console) -> None:
         if n.mfu_peak or b.mfu_peak:
             peaks = {b.mfu_peak, n.mfu_peak} - {""}
             console.print(terminal("MFU against " + "; ".join(sorted(peaks)), "dim"))
-        if c.step_time_regressed(0.0):
-            console.print(f"step time: slower beyond the measured noise ({_ratio(c.step_time_ratio)})")
-        elif c.step_time_improved():
-            console.print(f"step time: faster beyond the measured noise ({_ratio(c.step_time_ratio)})")
-        else:
-            console.print("step time: within the measured noise")
+        console.print(c.step_time_verdict())
         for rule in c.findings_added:
             console.print(Text.assemble(terminal(f"+ {rule}", "yellow"), terminal(f": {n.titles.get(rule, '')}")))
         for rule in c.findings_removed:

@@ -14,18 +14,14 @@ from rich.text import Text
 
 from . import layout
 from .escape import terminal
+from ..units import si
 
 TOP_OPS = 5        # ops listed against their roofline in the text report
 _BOUND_STYLE = {"compute": "green", "memory": "yellow", "latency": "magenta", "host": "red", "communication": "cyan"}
 
 
 def rate(x: Optional[float], unit: str = "FLOP/s") -> str:
-    if x is None:
-        return "-"
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
+    return "-" if x is None else si(x, unit)
 
 
 def count(x: Optional[float], unit: str) -> str:
@@ -52,7 +48,7 @@ def render(doc: dict, console: Console) -> None:
         return
     rows = []
     peak = eff.get("peak")
-    per = "per step" if eff.get("steps") else "over the traced window (no steps)"
+    per = "per step" if eff.get("steps") else "over the traced window, which has no steps"
     rows.append(("work", terminal(f"{count(eff['flops_per_step'], 'FLOP')} {per} "
                                   f"({count(eff['matmul_flops_per_step'], 'FLOP')} in matmuls, "
                                   f"{eff.get('matmul_dtype') or 'no matmuls'}), "

@@ -9,6 +9,7 @@ import io
 import json
 from typing import Any, Optional
 
+from ..run_label import from_summary, label
 from ..units import mib
 from . import coverage, escape
 
@@ -177,8 +178,9 @@ def run_section(doc: dict, charts: list[str], finding_extra=None) -> str:
              ("peak memory", mib(s["peak_memory_bytes"]) if s.get("peak_memory_bytes") else "unknown"),
              ("device capacity", mib(s["device_capacity_bytes"]) if s.get("device_capacity_bytes") else "unknown"),
              ("findings", len(doc["findings"]))]
+    ran = label(from_summary(s.get("run")))       # the workload and the settings it changed
     out = [f"<h2>Run <code>{_e(doc['path'])}</code></h2>",
-           f'<p class="meta">{_e(doc["backend"])} · {_e(doc["device"])} · step program '
+           f'<p class="meta">{_e(ran) + " · " if ran else ""}{_e(doc["backend"])} · {_e(doc["device"])} · step program '
            f'<code>{_e(s.get("step_module"))}</code> · peak from {_e(s.get("peak_memory_source"))}</p>',
            '<div class="cards">' + "".join(f"<div class=card>{_e(k)}<b>{_e(v)}</b></div>" for k, v in cards)
            + "</div>"]
@@ -407,7 +409,7 @@ def _compare_section(name: str, c) -> str:
     ax.set_xlabel("ms per step")
     ax.legend()
     ax.set_title("op time by category: base and new", loc="left")
-    return (f"<h2>{_e(name)}</h2>"
+    return (f"<h2>{_e(name)}</h2>" + _compare_head(c)
             + _table(["measure", "base", "new", "new / base"], rows,
                      f"step-time noise (relative spread): {_pct(d['step_time_noise'])}")
             + _chart(_svg(fig), _table(["category", "base ms", "new ms", "new / base"],
@@ -416,6 +418,12 @@ def _compare_section(name: str, c) -> str:
                                        "op time by category per step"), "category deltas")
             + f"<p>findings added: {_e(', '.join(d['findings_added']) or 'none')}; removed: "
               f"{_e(', '.join(d['findings_removed']) or 'none')}</p>")
+
+
+def _compare_head(c) -> str:
+    """What ran on each side and what changed, then the step-time verdict against the runs' noise."""
+    runs = "".join(f"<li>{_e(line)}</li>" for line in c.runs_text())
+    return (f"<ul class=meta>{runs}</ul>" if runs else "") + f'<p class="verdict"><b>{_e(c.step_time_verdict())}</b></p>'
 
 
 def _num(v, digits: int = 2) -> str:

@@ -6,6 +6,7 @@ from rich.console import Console
 
 from . import layout
 from .escape import terminal
+from ..units import mib
 
 
 def render(rows: list[dict], console: Console) -> None:
@@ -21,7 +22,7 @@ def render(rows: list[dict], console: Console) -> None:
             terminal(r["config"]),
             f"{r['step_time_ms']:.1f} ms (spread {r['step_time_spread']:.0%})",
             f"x{r['step_time_ratio']:.2f}" if r["step_time_ratio"] else "n/a",
-            f"{r['peak_memory_bytes'] / 2**20:.1f} MiB" if r["peak_memory_bytes"] else "n/a",
+            mib(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else "n/a",
             f"x{r['peak_memory_ratio']:.2f}" if r["peak_memory_ratio"] else "n/a",
             terminal(", ".join(r["findings"]) or "none"),
         ])

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from ..units import mib, size
+from ..units import mib, si, size
 from . import efficiency_text
 from . import coverage
 from . import layout
@@ -41,6 +41,18 @@ def render(docs: list[dict], console: Console, failed: list[dict] = (), root: st
         fleet(docs, list(failed), console, root)
 
 
+def render_plain(docs: list[dict], failed: list[dict] = (), root: str = "") -> str:
+    """The report as plain lines (layout.py): what `--output FILE` writes, what a pipe gets, and what
+    str(Report) returns."""
+    import io
+
+    buf = io.StringIO()
+    con = layout.console(buf, terminal=False)
+    render(docs, con, list(failed), root)
+    con.file.flush()
+    return buf.getvalue()
+
+
 def render_run(doc: dict, console: Console) -> None:
     _summary(doc, console)
     _warnings(doc, console)
@@ -63,7 +75,10 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
     """One row per run, by path: findings by severity, step time, peak memory; then the slowest
     steps and the largest peaks of the fleet."""
     title = f"fleet: {len(docs) + len(failed)} runs" + (f", {len(failed)} not analyzed" if failed else "")
-    cols = [layout.Col("run", wrap=True)]
+    ran = _fleet_labels(docs)
+    if not any(ran.values()):
+        ran = {}
+    cols = [layout.Col("run", wrap=True)] + ([layout.Col("workload and settings", wrap=True, drop=1)] if ran else [])
     cols += [layout.Col(sev if sev == "info" else f"{sev}s", number=True) for sev in _SEVERITIES]
     cols += [layout.Col("step time", number=True), layout.Col("peak memory", number=True),
              layout.Col("rules that fired", wrap=True)]
@@ -73,7 +88,8 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
     for path, item in sorted(rows, key=lambda r: r[0]):
         if "reason" in item:
             reason = item["reason"].removeprefix(f"{path}: ")
-            cells.append([terminal(run_name(path, root)), "", "", "", "", "", terminal(f"not analyzed: {reason}", "red")])
+            cells.append([terminal(run_name(path, root)), *([""] if ran else []), "", "", "", "", "",
+                          terminal(f"not analyzed: {reason}", "red")])
             continue
         counts = {sev: sum(f["severity"] == sev for f in item["findings"]) for sev in _SEVERITIES}
         for sev in _SEVERITIES:
@@ -82,7 +98,7 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
         step = f"{s['step_time_ms']:.2f} ms" if s.get("step_time_ms") is not None else "-"
         peak = mib(s["peak_memory_bytes"]) if s.get("peak_memory_bytes") is not None else "-"
         fired = ", ".join(dict.fromkeys(f["rule"] for f in item["findings"]))
-        cells.append([terminal(run_name(path, root)),
+        cells.append([terminal(run_name(path, root)), *([terminal(ran[path])] if ran else []),
                       *(Text(str(counts[sev] or ""), style=_STYLE[sev]) for sev in _SEVERITIES), step, peak,
                       terminal(fired + (" (partial)" if item.get("warnings") else ""))])
     layout.table(console, title, cols, cells)
@@ -98,6 +114,15 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
     if by_peak:
         _line(console, "largest peaks: " + ", ".join(
             f"{run_name(d['path'], root)} ({mib(d['summary']['peak_memory_bytes'])})" for d in by_peak))
+
+
+def _fleet_labels(docs: list[dict]) -> dict[str, str]:
+    """Each run's workload and the settings that tell it from the other runs of that workload (a
+    sweep's varied keys), by path; "" for a run no bundled workload recorded."""
+    from ..run_label import from_summary, labels
+
+    return {d["path"] or "": text for d, text in zip(docs, labels([from_summary(d["summary"].get("run"))
+                                                                    for d in docs]))}
 
 
 def _verified(doc: dict, console: Console) -> None:
@@ -144,7 +169,8 @@ def _summary(doc: dict, console: Console) -> None:
     if s.get("run"):
         r = s["run"]
         params = f", {r['num_params']:,} parameters" if r.get("num_params") else ""
-        _row(table, "workload", f"{r.get('workload')} (preset {r.get('preset')}){params}")
+        sets = "".join(f" {k}={v}" for k, v in (r.get("settings") or {}).items())
+        _row(table, "workload", f"{r.get('workload')} (preset {r.get('preset')}){sets}{params}")
     if doc["path"] is None:
         _row(table, "step time", "not run")
     elif s["step_time_ms"] is not None:
@@ -180,9 +206,9 @@ def _summary(doc: dict, console: Console) -> None:
         cats = ", ".join(f"{k} {v:.2f} ms" for k, v in list(dev["time_by_category_ms"].items())[:4])
         idle = f"; idle {dev['idle_in_steps_ms']:.2f} ms in steps" if "idle_in_steps_ms" in dev else ""
         if dev.get("launch_delay_median_us") is not None:
-            idle += f"; launch to start {dev['launch_delay_median_us']:.1f} us (median of {dev['launches_matched']})"
+            idle += f"; launch to start {dev['launch_delay_median_us']:.1f} µs (median of {dev['launches_matched']})"
         _row(table, dev["name"], f"{dev['description']}: {dev['kernels']} kernels, {dev['kernel_time_ms']:.2f} ms "
-                                   f"({dev['small_kernels']} under 10 us), {dev['memcpys']} copies "
+                                   f"({dev['small_kernels']} under 10 µs), {dev['memcpys']} copies "
                                    f"{dev['memcpy_time_ms']:.2f} ms{idle}")
         if cats:
             _row(table, "", f"by category: {cats}")
@@ -212,7 +238,7 @@ def _device_table(doc: dict, console: Console) -> None:
     if len(devices) < 2:
         return
     hosts = len({d["host"] for d in devices})
-    per = "mean per step" if all(d.get("steps") for d in devices) else "over the traced window (no steps)"
+    per = "mean per step" if all(d.get("steps") for d in devices) else "over the traced window, which has no steps"
     title = (f"{len(devices)} devices on {hosts} host{'s' if hosts > 1 else ''}: {per} "
              "(collective time split into transfer and waiting for peers)")
     cols = [layout.Col("device"), layout.Col("host", wrap=True)]
@@ -305,15 +331,10 @@ def _coverage(doc: dict, console: Console) -> None:
 
 
 def _value(v) -> str:
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, (list, tuple)):
-        return ",".join(map(str, v))
-    return str(v)
+    from advisor.workloads.config import format_value     # the one grammar of --set and --vary
+    return format_value(v)
 
 
 def _bandwidth(gb_per_s) -> str:
-    """GB/s, or MB/s below 1 GB/s (a small collective that mostly waits reads 0.00 GB/s otherwise)."""
-    if gb_per_s is None:
-        return "n/a"
-    return f"{gb_per_s:.2f} GB/s" if gb_per_s >= 1 else f"{gb_per_s * 1e3:.2f} MB/s"
+    """With an SI prefix: a small collective that mostly waits reads 512 kB/s, not 0.00 GB/s."""
+    return "n/a" if gb_per_s is None else si(gb_per_s * 1e9, "B/s")

@@ -31,6 +31,7 @@ from .. import __version__
 from ..errors import AdvisorError
 from ..report import escape
 from ..report.html import CSS, head, run_section
+from ..runner import RUN_METADATA
 from ..units import mib
 from . import assets, cache
 from .jobs import Budget, Jobs
@@ -223,9 +224,12 @@ class AdvisorApp:
     # -- pieces ----------------------------------------------------------------------------------
 
     def _picker(self, runs: list[Run], run: Optional[Run], other: Optional[Run]) -> str:
-        """Each option's value is the run's run_ref, its text the name as shown (escape.html)."""
-        options = self._cached("options", (self.index_of_runs.generation,), lambda: "".join(
-            f'<option value="{run_ref(r.name)}">{_e(r.name)}</option>' for r in runs))
+        """Each option's value is the run's run_ref, its text the name as shown (escape.html) with
+        what the run ran beside it."""
+        def make() -> str:
+            shown = _shown_names(self._labels(runs))
+            return "".join(f'<option value="{run_ref(r.name)}">{_e(shown[r.name])}</option>' for r in runs)
+        options = self._cached("options", (self.index_of_runs.generation,), make)
 
         def select(chosen: Optional[Run], blank: str) -> str:
             if chosen is None:
@@ -245,15 +249,21 @@ class AdvisorApp:
 
     def _run_table(self, runs: list[Run]) -> str:
         def make() -> str:
+            ran = self._labels(runs)
             rows = "".join(
-                f'<tr><td><a href="index.html?run={run_ref(r.name)}">{_e(r.name)}</a></td>'
+                f'<tr><td><a href="index.html?run={run_ref(r.name)}">{_e(r.name)}</a></td><td>{_e(ran[r.name])}</td>'
                 f"<td>{_e(_when(r.mtime))}</td><td>{_e(', '.join(r.hosts))}</td><td class=n>{_e(mib(r.size))}</td>"
                 f"<td>{_e(self._brief(r))}</td></tr>"
                 for r in runs)
             return (f"<p>{len(runs)} profile run(s), newest first; a run is analyzed when opened.</p>"
-                    '<table class="runs"><tr><th>run</th><th>recorded</th><th>hosts</th><th>trace size</th>'
-                    f"<th>analysis</th></tr>{rows}</table>")
+                    '<table class="runs"><tr><th>run</th><th>workload and settings</th><th>recorded</th><th>hosts</th>'
+                    f"<th>trace size</th><th>analysis</th></tr>{rows}</table>")
         return self._cached("table", self._table_source(), make)
+
+    def _labels(self, runs: list[Run]) -> dict[str, str]:
+        """_labels of the listing, read again only when the listing changes (its advisor_run.json files
+        are among what the listing stamps)."""
+        return self._cached("labels", (self.index_of_runs.generation,), lambda: _labels(runs))
 
     def _brief(self, run: Run) -> str:
         """The cached analysis's findings by severity; nothing is analyzed to list a run."""
@@ -337,6 +347,20 @@ def project_settings(folder: Path) -> tuple[str, Optional[str]]:
         return json.dumps({}), str(err)
     return json.dumps({"select": project.select, "ignore": project.ignore, "options": options},
                       sort_keys=True, default=str), None
+
+
+def _labels(runs: list[Run]) -> dict[str, str]:
+    """Each run's workload and the settings that tell it from the other runs of that workload (from
+    its advisor_run.json; "" for a trace no bundled workload recorded): a sweep's runs differ by what
+    they set, not only by their timestamps."""
+    from ..run_label import labels, read
+
+    return {r.name: text for r, text in zip(runs, labels([read(r.path / RUN_METADATA) for r in runs]))}
+
+
+def _shown_names(labels: dict[str, str]) -> dict[str, str]:
+    """What the run pickers show: the run's name, and its label beside it (the value is its run_ref)."""
+    return {name: f"{name} · {text}" if text else name for name, text in labels.items()}
 
 
 def _when(mtime: float) -> str:

@@ -77,7 +77,7 @@ if (box) {
 EXTRA_CSS = """
 header.bar{display:flex;flex-wrap:wrap;gap:12px;align-items:center;margin-bottom:8px}
 header.bar form{display:flex;flex-wrap:wrap;gap:8px;align-items:center}
-select{font:inherit;max-width:28em}
+select{font:inherit;max-width:min(44em,100%)}
 .tools{font-size:.9em;margin:6px 0 0}.tools a{margin-right:10px}
 #progress{border:1px solid #d5d9e0;border-radius:6px;padding:10px 14px;background:#f7f9fc}
 table.runs td{white-space:nowrap}

@@ -36,7 +36,7 @@ def _job(settings: str):
     s = json.loads(settings)
     if not s:
         return Job()
-    rules = select_rules(s.get("select") or (), s.get("ignore") or ())
+    rules = select_rules(s.get("select"), s.get("ignore") or ())     # select None: every rule; []: none
     return Job(rules=tuple(rules), options=validate_options(s.get("options") or {}, {r.id: r for r in all_rules()}))
 
 
@@ -100,10 +100,17 @@ def compare(key: str, base_key: str, new_key: str, base_name: str, new_name: str
     if not base or not new or "metrics" not in base or "metrics" not in new:
         doc = {"failed": {"reason": "one of the two runs has no analysis to compare"}}
     else:
-        c = compare_metrics(Metrics.from_json(base["metrics"]), Metrics.from_json(new["metrics"]))
+        c = compare_metrics(Metrics.from_json(base["metrics"]), Metrics.from_json(new["metrics"]),
+                            *(_ran(doc) for doc in (base, new)))
         doc = {"compare": c.to_json(), "html": compare_section(f"{base_name} → {new_name}", c)}
     _keep(key, doc)
     return doc
+
+
+def _ran(doc: dict):
+    """What a cached analysis ran (the workload and its settings), for the comparison's labels."""
+    from ..run_label import from_summary
+    return from_summary(((doc.get("run") or {}).get("summary") or {}).get("run"))
 
 
 def _stop(signum, frame):

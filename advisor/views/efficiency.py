@@ -32,6 +32,7 @@ from typing import Any, Optional
 from ..categories import categorize
 from ..model import Instruction, OpStat, Profile
 from ..peaks import Peak, UserPeaks, dtype_class, match_row, row_peak
+from ..units import si
 from . import idle
 from .basis import verdict_basis, with_basis
 
@@ -455,8 +456,8 @@ def _of_step(ns: float, step_ns: Optional[float], backend: str = "cpu") -> str:
 
 
 def _rate(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x / 1e12:.3g} TFLOP/s" if x >= 1e11 else f"{x / 1e9:.3g} GFLOP/s"
+    return "-" if x is None else si(x, "FLOP/s")
 
 
 def _bw(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x / 1e12:.3g} TB/s" if x >= 1e11 else f"{x / 1e9:.3g} GB/s"
+    return "-" if x is None else si(x, "B/s")

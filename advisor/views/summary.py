@@ -168,4 +168,7 @@ def summarize(profile: Profile) -> dict[str, Any]:
         out["run"] = {k: meta.get(k) for k in ("workload", "preset", "backend", "device_kind", "num_params",
                                                "compile_s", "compile_cache", "step_wall_ms_median", "step_wall_ms")
                       if meta.get(k) is not None}
+        if meta.get("workload"):       # what this run set beyond its preset: how its label names it
+            from ..run_label import settings
+            out["run"]["settings"] = settings(meta)
     return out

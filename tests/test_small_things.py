@@ -1,0 +1,49 @@
+"""What a newcomer reads: `advisor explain` rendered on a terminal, one convention for units (memory
+in MiB up to 1 GiB then GiB, µs, SI prefixes on rates), no "(no steps) (...)", and the bundled
+workloads' source lines by their package path."""
+
+import io
+import re
+
+from rich.console import Console
+
+from advisor.engine import select_rules
+from advisor.report import explain_text
+from advisor.sources import shown
+from advisor.units import mib, si
+from conftest import FIXTURES, GPU_TRACES, cli
+
+
+def test_explain_renders_markdown_on_a_terminal_and_prints_it_plain_when_piped():
+    doc = select_rules(["missing-remat"])[0].doc
+    buf = io.StringIO()
+    explain_text.render(doc, Console(file=buf, force_terminal=True, width=100), True)
+    shown_text = re.sub(r"\x1b\[[0-9;]*m", "", buf.getvalue())
+    assert "What it does" in shown_text and "## " not in shown_text and "`" not in shown_text
+    assert cli("explain", "missing-remat").stdout == doc.strip() + "\n"      # piped: the source
+
+
+def test_sizes_and_rates_have_one_convention():
+    assert mib(116.5 * 2**20) == "116.5 MiB" and mib(81_090.1 * 2**20) == "79.2 GiB" and mib(5.78 * 2**30) == "5.78 GiB" and mib(2048) == "2.0 KiB"
+    assert si(2.34e4, "FLOP/s") == "23.4 kFLOP/s" and si(3.08e12, "B/s") == "3.08 TB/s"
+    assert si(999.96e9, "B/s") == "1 TB/s" and si(989e12, "FLOP/s") == "989 TFLOP/s"
+
+
+def test_a_gpu_report_keeps_one_unit_per_quantity():
+    text = cli("analyze", GPU_TRACES / "tf_bert_v100_multiworker").stdout
+    assert not re.search(r"\d us\b", text) and "µs" in text
+    assert not re.search(r"\d[\d,]{4,}\.\d MiB", text), "a size of 10,000 MiB or more is in GiB"
+    assert "GiB" in text and not re.search(r"\de[+-]\d", text)
+    assert "(no steps) (" not in text and "which has no steps" in text
+
+
+def test_bundled_workload_sources_are_shown_by_package_path():
+    doc = cli("analyze", FIXTURES / "transformer_scan").stdout
+    sources = re.findall(r"source:\s+(\S+)", doc)
+    assert sources and all(re.fullmatch(r"advisor/workloads/\w+\.py:\d+", s) for s in sources), sources
+    assert "allocated at advisor/runner.py:" in doc
+    installed = "/home/u/.venv/lib/python3.11/site-packages/advisor/workloads/transformer.py:92"
+    assert shown(installed, False) == "advisor/workloads/transformer.py:92"
+    # a user's own file keeps its path, even in a folder named workloads/
+    assert shown("/home/u/proj/workloads/transformer.py:7", False) == "/home/u/proj/workloads/transformer.py:7"
+    assert shown("/home/u/proj/train.py:7 step", True) == "/home/u/proj/train.py:7 step"
