@@ -14,6 +14,7 @@ import dataclasses
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Optional
 
@@ -145,13 +146,20 @@ class RunIndex:
         with self._first:
             if not self._ready.is_set():
                 self.refresh()
-                threading.Thread(target=self._watch, name="advisor-runs", daemon=True).start()
+                threading.Thread(target=_watch, args=(weakref.ref(self),), name="advisor-runs", daemon=True).start()
                 self._ready.set()
 
-    def _watch(self) -> None:
-        while True:
-            time.sleep(max(self.interval, 20 * self._took))
-            try:
-                self.refresh()
-            except OSError:     # the logdir went (for now): keep the last listing
-                continue
+
+def _watch(ref: "weakref.ref[RunIndex]") -> None:
+    """List again and again, for as long as the index is in use (its thread ends with it)."""
+    while (index := ref()) is not None:
+        pause = max(index.interval, 20 * index._took)
+        del index
+        time.sleep(pause)
+        if (index := ref()) is None:
+            return
+        try:
+            index.refresh()
+        except OSError:     # the logdir went (for now): keep the last listing
+            pass
+        del index
