@@ -136,3 +136,15 @@ def test_advisor_says_when_it_starts_with_sigint_ignored(tmp_path):
         assert bool(note) == says, err
         if says:
             assert "Ctrl-C will not stop it" in note[0] and f"kill {proc.pid}" in note[0]
+
+
+def test_a_test_session_leaves_no_cache_folder(tmp_path):
+    """Each test process (the controller and every xdist worker) made an /tmp/advisor-cache-* folder
+    for calibrate's store and left it: 623 empty ones gathered in /tmp."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    node = "tests/test_small_things.py::test_sizes_and_rates_have_one_convention"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", node],
+                          cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not list(tmp_path.glob("advisor-cache-*"))
