@@ -123,7 +123,28 @@ def _progress(enabled: bool):
     return lambda msg: _err.print(terminal("advisor:", "dim") + " " + terminal(msg))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The command group whose usage errors (an unknown option, a bad choice, a missing argument) are
+    bad input like any other: one line on stderr and exit 2, where click prints usage and a hint."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as err:
+            where = err.ctx.command_path if err.ctx is not None else prog_name or "advisor"
+            _fail(f"{err.format_message().rstrip('.')}: see '{where} --help'")
+        except click.ClickException as err:
+            err.show()
+            sys.exit(err.exit_code)
+        except click.Abort:
+            click.echo("advisor: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="advisor")
 def main():
     """Diagnose JAX/Flax training steps from their profiler traces.

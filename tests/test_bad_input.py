@@ -274,3 +274,17 @@ def test_xprof_temp_folders_are_removed(tmp_path, monkeypatch):
     result = read_xprof(next((FIXTURES / "transformer_scan").rglob("*.xplane.pb")), "jit_train_step(44)")
     assert result.error is None and result.memory_viewer and "jit_train_step(44)" in result.hlo_protos
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, words", [
+    (["analyze", "--format", "xml", "x"], "Invalid value for '--format'"),
+    (["analyze", "--nope", "x"], "No such option '--nope'"),
+    (["analyze"], "Missing argument 'PATH'"),
+    (["bogus"], "No such command 'bogus'"),
+])
+def test_usage_errors_are_one_line(args, words):
+    """click's own errors (an unknown option, a bad choice) are bad input like any other: one line, exit 2,
+    not click's usage block and hint."""
+    proc = cli(*args)
+    assert_one_line_error(proc)
+    assert words in proc.stderr and "--help" in proc.stderr
