@@ -180,7 +180,7 @@ def paired_time_check(evidence: StepTimeEvidence, threshold: float) -> Check:
     if not v.judged:
         return Check("budget:step-time", True, f"step time not judged: {v.why}", "warning")
     middle = median_rounds(evidence.paired)
-    figures = " and ".join(f"{b:.1f} ms -> {n:.1f} ms" for _, b, n in middle)
+    figures = " and ".join(f"{b:,.1f} ms -> {n:,.1f} ms" for _, b, n in middle)
     which = (f"round {middle[0][0]}, the median round" if len(middle) == 1 else
              f"rounds {middle[0][0]} and {middle[1][0]}, the two middle rounds, whose ratios' mean is the median")
     text = (f"step time x{v.ratio:.3f}, the median of {v.rounds} interleaved rounds' ratios (each round: the "
@@ -198,7 +198,7 @@ def recorded_time_check(c: Comparison, threshold: float, evidence: StepTimeEvide
     ratio = new_ms / c.base.step_time_ms
     which = (f"the fastest of {1 + len(evidence.remeasured_ms)} medians of this run" if evidence.remeasured_ms
              else "the median step")
-    text = (f"step time {c.base.step_time_ms:.2f} ms -> {new_ms:.2f} ms (x{ratio:.3f}, {which} against the "
+    text = (f"step time {c.base.step_time_ms:,.2f} ms -> {new_ms:,.2f} ms (x{ratio:.3f}, {which} against the "
             f"baseline's median step; budget +{threshold:.0%}, measured noise {c.noise:.0%}; against a baseline "
             "recorded at another moment)")
     if ratio - 1 <= threshold + c.noise:

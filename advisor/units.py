@@ -37,6 +37,22 @@ def si(x: float, unit: str) -> str:
     return f"{x:.3g} {unit}" if abs(x) >= 0.001 or x == 0 else f"{x:.1e} {unit}"
 
 
+def sig(x: float, digits: int = 3) -> str:
+    """A plain number to `digits` significant digits, with separators and never an exponent:
+    2734.2 -> 2,730; 0.98712 -> 0.987; 38012.4 -> 38,000; 2.2 -> 2.2 (where :.3g writes 2.73e+03, 3.8e+04)."""
+    import math
+
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    places = digits - 1 - math.floor(math.log10(abs(x)))
+    value = round(x, places)
+    if value and math.floor(math.log10(abs(value))) > math.floor(math.log10(abs(x))):
+        places -= 1                 # 999.7 rounds up to 1,000: one digit fewer after the point
+        value = round(x, places)
+    text = f"{value:,.{max(places, 0)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text     # as :g: 2.2, not 2.20
+
+
 def ms(ns: float) -> str:
     return f"{ns / 1e6:,.2f} ms"
 
@@ -49,5 +65,5 @@ def flop(count: float) -> str:
     """A FLOP count with an SI prefix: 2.02 GFLOP, 39.5 TFLOP."""
     for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(count) >= scale:
-            return f"{count / scale:.3g} {prefix}FLOP"
-    return f"{count:.3g} FLOP"
+            return f"{sig(count / scale)} {prefix}FLOP"
+    return f"{sig(count)} FLOP"

@@ -165,7 +165,7 @@ def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, 
         cost += ("; the CPU backend's simulated devices share the host's cores, so part of any difference "
                  "between them is scheduling")
     gain = min(extra, others_wait)
-    cause_text = ", ".join(f"{c['op']} ({c['extra_ms']:.2f} ms more per step)" for c in causes)
+    cause_text = ", ".join(f"{c['op']} ({c['extra_ms']:,.2f} ms more per step)" for c in causes)
     if slow_host:
         # The whole host is slow: name the host, against the other hosts' devices (those that wait).
         theirs = [d for d in devices if d.host != slowest.host]

@@ -73,7 +73,7 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
         yield Finding(
             rule=RULE.id,
             severity=RULE.severity,
-            title=f"{d.name}: {count:,.0f} kernels under {SMALL_KERNEL_NS / 1e3:g} µs (mean {mean_us:.1f} µs) {steps} "
+            title=f"{d.name}: {count:,.0f} kernels under {SMALL_KERNEL_NS / 1e3:g} µs (mean {mean_us:,.1f} µs) {steps} "
                   f"take {pct(share)} of kernel time ({ms(small)}){waits}: launch-bound"
                   + (", kernels launched one by one" if one_by_one and profile.backend == "gpu" else ""),
             evidence={

@@ -101,3 +101,14 @@ def test_a_label_as_wide_as_its_column_keeps_a_space(scan_doc, terminal):
     assert "    candidate: --set model.dtype=bfloat16" in [line[:41] for line in lines], lines
     fix = next(line for line in lines if line.startswith("    fix:"))
     assert re.match(r"    fix: +\S", fix)
+
+
+def test_stacked_rows_leave_out_empty_cells():
+    """A fleet at 80 columns stacks its rows: a run with no errors has no `errors` line."""
+    out = io.StringIO()
+    con = layout.console(out, terminal=True, width=40)
+    cols = [layout.Col("run", wrap=True), layout.Col("errors", number=True), layout.Col("step time", number=True),
+            layout.Col("rules that fired", wrap=True)]
+    layout.table(con, "fleet", cols, [["a/very/long/run/name/that/does/not/fit", "", "12,345.67 ms", "x"] * 1])
+    plain = ANSI.sub("", out.getvalue())
+    assert "step time" in plain and "12,345.67 ms" in plain and "errors" not in plain

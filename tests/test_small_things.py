@@ -47,3 +47,18 @@ def test_bundled_workload_sources_are_shown_by_package_path():
     # a user's own file keeps its path, even in a folder named workloads/
     assert shown("/home/u/proj/workloads/transformer.py:7", False) == "/home/u/proj/workloads/transformer.py:7"
     assert shown("/home/u/proj/train.py:7 step", True) == "/home/u/proj/train.py:7 step"
+
+
+def test_numbers_never_print_an_exponent_and_large_ones_have_separators():
+    from advisor.units import flop, sig
+    assert [sig(x) for x in (2734.2, 0.98712, 38012.4, 999.7, 2.2, 0.0012345)] == \
+        ["2,730", "0.987", "38,000", "1,000", "2.2", "0.00123"]
+    assert flop(2.2e12) == "2.2 TFLOP"
+    text = cli("analyze", FIXTURES / "h100-traces" / "transformer_seed").stdout
+    assert not re.search(r"\de[+-]\d", text)
+    assert not re.search(r"\d{4,}\.\d+ (ms|µs)", text), "1,000 ms and more have separators"
+    # the device plane's totals are over the traced window, and say so; a delay of over 1 ms is in ms
+    assert re.search(r"in the traced window: 16,518 kernels, 452\.66 ms", text)
+    assert "launch to start 67.72 ms (median of 330 launches)" in text
+    gemm = cli("analyze", FIXTURES / "h100-traces" / "gemm_bf16_8192").stdout
+    assert re.search(r"custom-call\.1 .* 2,730 ", gemm), "FLOP/B is a plain number"

@@ -25,7 +25,7 @@ def render(results, console: Console) -> None:
         for line in c.runs_text():
             console.print(terminal(line))
         b, n = c.base, c.new
-        rows = [["step time (median)", f"{b.step_time_ms or 0:.2f} ms", f"{n.step_time_ms or 0:.2f} ms",
+        rows = [["step time (median)", f"{b.step_time_ms or 0:,.2f} ms", f"{n.step_time_ms or 0:,.2f} ms",
                  f"{_ratio(c.step_time_ratio)} (noise {c.noise:.0%})"]]
         if b.peak_memory_bytes is not None and n.peak_memory_bytes is not None:
             rows.append(["peak memory", mib(b.peak_memory_bytes), mib(n.peak_memory_bytes), _ratio(c.peak_memory_ratio)])
@@ -33,8 +33,8 @@ def render(results, console: Console) -> None:
             rows.append(["MFU", _pct(b.mfu), _pct(n.mfu),
                          _ratio(n.mfu / b.mfu) if b.mfu and n.mfu is not None else "n/a"])
         for cat, ratio in c.category_ratios.items():
-            rows.append([terminal(f"op time per step: {cat}"), f"{b.category_ms_per_step.get(cat, 0):.2f} ms",
-                         f"{n.category_ms_per_step.get(cat, 0):.2f} ms", _ratio(ratio)])
+            rows.append([terminal(f"op time per step: {cat}"), f"{b.category_ms_per_step.get(cat, 0):,.2f} ms",
+                         f"{n.category_ms_per_step.get(cat, 0):,.2f} ms", _ratio(ratio)])
         layout.table(console, None, [layout.Col("metric", wrap=True), layout.Col("base", number=True),
                                      layout.Col("new", number=True), layout.Col("ratio", number=True)], rows)
         if n.mfu_peak or b.mfu_peak:

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from . import layout
 from .escape import terminal
-from ..units import si
+from ..units import sig, si
 
 TOP_OPS = 5        # ops listed against their roofline in the text report
 _BOUND_STYLE = {"compute": "green", "memory": "yellow", "latency": "magenta", "host": "red", "communication": "cyan"}
@@ -54,14 +54,15 @@ def render(doc: dict, console: Console) -> None:
                                   f"{eff.get('matmul_dtype') or 'no matmuls'}), "
                                   f"{count(eff['bytes_per_step'], 'B')} moved, over {eff['devices']} device(s)")))
     rows.append(("achieved", Text(f"{rate(eff.get('achieved_flops_per_s'))}, "
-                                  f"{rate(eff.get('achieved_bytes_per_s'), 'B/s')} over the step")))
+                                  f"{rate(eff.get('achieved_bytes_per_s'), 'B/s')} over the "
+                                  f"{'step' if eff.get('steps') else 'traced window'}")))
     if peak:
         rows.append(("peak", terminal(f"{peak['device']}: {rate(peak.get('flops_per_s'))} {peak['dtype']}, "
                                       f"{_bandwidth(peak)} (source: {peak['source']})")))
         rows.append(("MFU / HFU", terminal(f"{pct(eff.get('mfu'))} / {pct(eff.get('hfu'))} of the peak {peak['dtype']} "
                                            "matmul rate (HFU counts remat's recomputation)")))
         if eff.get("ridge_flops_per_byte"):
-            rows.append(("roofline", Text(f"ridge point {eff['ridge_flops_per_byte']:.3g} FLOP/B{_ridges(peak)}; "
+            rows.append(("roofline", Text(f"ridge point {sig(eff['ridge_flops_per_byte'])} FLOP/B{_ridges(peak)}; "
                                           f"ops whose executions take under {eff['latency_threshold_us']:g} µs are "
                                           "latency-bound")))
     else:
@@ -93,7 +94,7 @@ def _ridges(peak: dict) -> str:
     roofs = [r for r in peak.get("bandwidth_roofs") or [] if r.get("fits_bytes")]
     if not roofs or not peak.get("flops_per_s"):
         return ""
-    return " from DRAM, " + ", ".join(f"{peak['flops_per_s'] / r['bytes_per_s']:.3g} from {r['level']}" for r in roofs)
+    return " from DRAM, " + ", ".join(f"{sig(peak['flops_per_s'] / r['bytes_per_s'])} from {r['level']}" for r in roofs)
 
 
 def _size(n: float) -> str:
@@ -122,7 +123,7 @@ def _categories(eff: dict, console: Console) -> None:
     cols.append(layout.Col("bound"))
     rows = []
     for c in cats:
-        row = [terminal(c["category"]), f"{c['time_per_step_s'] * 1e3:.2f} ms", count(c["flops_per_step"], "FLOP"),
+        row = [terminal(c["category"]), f"{c['time_per_step_s'] * 1e3:,.2f} ms", count(c["flops_per_step"], "FLOP"),
                count(c["bytes_per_step"], "B"), rate(c["flops_per_s"]), rate(c["bytes_per_s"], "B/s")]
         if shares:
             row += [pct(c["flops_share_of_peak"]), pct(c["bytes_share_of_peak"])]
@@ -141,7 +142,7 @@ def _ops(eff: dict, console: Console) -> None:
             layout.Col(f"time {each}", number=True), layout.Col("FLOP/B", number=True),
             layout.Col("FLOP/s", number=True, drop=1), layout.Col("bytes/s", number=True, drop=1),
             layout.Col("of roof", number=True), layout.Col("bound")]
-    rows = [[terminal(o["name"]), terminal(o["category"]), f"{o['time_per_step_s'] * 1e3:.3f} ms",
-             "-" if o.get("intensity") is None else f"{o['intensity']:.3g}", rate(o.get("flops_per_s")),
+    rows = [[terminal(o["name"]), terminal(o["category"]), f"{o['time_per_step_s'] * 1e3:,.3f} ms",
+             "-" if o.get("intensity") is None else sig(o['intensity']), rate(o.get("flops_per_s")),
              rate(o.get("bytes_per_s"), "B/s"), pct(o.get("roof_share")), _bound(o.get("bound"))] for o in ops]
     layout.table(console, title, cols, rows)

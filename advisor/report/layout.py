@@ -163,7 +163,8 @@ def _fitted(con: Console, head: Optional[Text], cols: list[Col], rows: list[list
 
 
 def _stacked(con: Console, head: Optional[Text], cols: list[Col], rows: list[list[Text]]) -> None:
-    """Each row on its own lines: the first cell, then one `header  value` line per other column."""
+    """Each row on its own lines: the first cell, then one `header  value` line per other column that
+    has a value (a fleet's run with no errors has no `errors` line)."""
     if head is not None:
         con.print(head)
     for row in rows:
@@ -172,7 +173,8 @@ def _stacked(con: Console, head: Optional[Text], cols: list[Col], rows: list[lis
         t.add_column(style="dim", no_wrap=True)
         t.add_column(overflow="fold")
         for c, cell in zip(cols[1:], row[1:]):
-            t.add_row(Text(c.header), cell)
+            if cell.plain.strip():
+                t.add_row(Text(c.header), cell)
         con.print(Padding(t, (0, 0, 0, 2)))
 
 

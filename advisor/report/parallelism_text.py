@@ -39,7 +39,7 @@ def render(doc: dict, console: Console) -> None:
         layout.table(console, f"collectives by mesh axis and role, per step on one device (mean over devices{more})",
                      cols, [[_t(f"{r['axis']} ({r['axis_size']})"), _t(r["kind"]), _t(r["role"]),
                              _t(f"{r['count_per_step']:g}"), _t(size(r["bytes_per_step"])),
-                             _t(f"{r['time_s'] * 1e3:.2f} ms"), _t(f"{r['exposed_s'] * 1e3:.2f} ms")] for r in shown])
+                             _t(f"{r['time_s'] * 1e3:,.2f} ms"), _t(f"{r['exposed_s'] * 1e3:,.2f} ms")] for r in shown])
     pipe = view.get("pipeline")
     if pipe:
         line = Text("pipeline: ", style="bold")

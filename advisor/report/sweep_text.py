@@ -20,7 +20,7 @@ def render(rows: list[dict], console: Console) -> None:
             continue
         cells.append([
             terminal(r["config"]),
-            f"{r['step_time_ms']:.1f} ms (spread {r['step_time_spread']:.0%})",
+            f"{r['step_time_ms']:,.1f} ms (spread {r['step_time_spread']:.0%})",
             f"x{r['step_time_ratio']:.2f}" if r["step_time_ratio"] else "n/a",
             mib(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else "n/a",
             f"x{r['peak_memory_ratio']:.2f}" if r["peak_memory_ratio"] else "n/a",

@@ -23,6 +23,11 @@ FLEET_TOP = 3                # runs named under the fleet table for the slowest 
 MAX_COLLECTIVES = 8     # rows of the collectives table
 
 
+def _us(us: float) -> str:
+    """A delay in µs, or in ms from 1 ms up (a launch queued 67 ms ahead read 67722.4 µs)."""
+    return f"{us / 1e3:,.2f} ms" if us >= 1000 else f"{us:,.1f} µs"
+
+
 def _row(rows: list, *cells) -> None:
     """Every cell as a Text: a string from the trace is never parsed as markup."""
     rows.append([c if isinstance(c, Text) else terminal("" if c is None else c) for c in cells])
@@ -95,7 +100,7 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
         for sev in _SEVERITIES:
             totals[sev] += counts[sev]
         s = item["summary"]
-        step = f"{s['step_time_ms']:.2f} ms" if s.get("step_time_ms") is not None else "-"
+        step = f"{s['step_time_ms']:,.2f} ms" if s.get("step_time_ms") is not None else "-"
         peak = mib(s["peak_memory_bytes"]) if s.get("peak_memory_bytes") is not None else "-"
         fired = ", ".join(dict.fromkeys(f["rule"] for f in item["findings"]))
         cells.append([terminal(run_name(path, root)), *([terminal(ran[path])] if ran else []),
@@ -108,7 +113,7 @@ def fleet(docs: list[dict], failed: list[dict], console: Console, root: str = ""
                      key=lambda d: (-d["summary"]["step_time_ms"], d["path"]))[:FLEET_TOP]
     if by_step:
         _line(console, "slowest steps: " + ", ".join(
-            f"{run_name(d['path'], root)} ({d['summary']['step_time_ms']:.2f} ms)" for d in by_step))
+            f"{run_name(d['path'], root)} ({d['summary']['step_time_ms']:,.2f} ms)" for d in by_step))
     by_peak = sorted((d for d in docs if d["summary"].get("peak_memory_bytes") is not None),
                      key=lambda d: (-d["summary"]["peak_memory_bytes"], d["path"]))[:FLEET_TOP]
     if by_peak:
@@ -140,7 +145,7 @@ def _verified(doc: dict, console: Console) -> None:
             continue
         st = v["step_time_ms"]
         pm = v["peak_memory_bytes"]
-        step = f"{st[0]:.1f} -> {st[1]:.1f} ms (x{v['step_time_ratio']:.2f}, noise {v['step_time_noise']:.0%})"
+        step = f"{st[0]:.1f} -> {st[1]:,.1f} ms (x{v['step_time_ratio']:.2f}, noise {v['step_time_noise']:.0%})"
         req = v.get("compiled_required_bytes") or [None, None]
         peak = (f"{mib(pm[0])} -> {mib(pm[1])} (x{v['peak_memory_ratio']:.2f})" if pm[0] and pm[1]
                 else f"{mib(req[0])} -> {mib(req[1])} (compiled)" if req[0] and req[1] else "n/a")
@@ -174,15 +179,15 @@ def _summary(doc: dict, console: Console) -> None:
     if doc["path"] is None:
         _row(table, "step time", "not run")
     elif s["step_time_ms"] is not None:
-        spread = f", spread {s['step_time_spread_ms']:.2f} ms" if s.get("step_time_spread_ms") is not None else ""
+        spread = f", spread {s['step_time_spread_ms']:,.2f} ms" if s.get("step_time_spread_ms") is not None else ""
         source = "" if s.get("steps_from") in (None, "step annotations") else f" ({s['steps_from']})" \
             if s["steps_from"].startswith("the device work") else f" ({s['steps_from']}: no step annotations)"
         steps = f"{s['steps']} step{'s' if s['steps'] != 1 else ''}"
-        _row(table, "step time", f"{s['step_time_ms']:.2f} ms median over {steps}{spread}{source}")
+        _row(table, "step time", f"{s['step_time_ms']:,.2f} ms median over {steps}{spread}{source}")
     else:
         _row(table, "step time", "unknown: no step annotations (jax.profiler.StepTraceAnnotation) in the trace")
     if s.get("run", {}).get("step_wall_ms_median") is not None:
-        _row(table, "wall time", f"{s['run']['step_wall_ms_median']:.2f} ms median per step, measured by the runner")
+        _row(table, "wall time", f"{s['run']['step_wall_ms_median']:,.2f} ms median per step, measured by the runner")
     if s.get("op_time_per_step_ms") is not None:
         why = ""
         if s.get("step_time_ms") and s["op_time_per_step_ms"] > s["step_time_ms"]:
@@ -193,7 +198,8 @@ def _summary(doc: dict, console: Console) -> None:
             else:
                 over = f"{devices} devices and their executor threads" if devices > 1 else "the executor's threads"
                 why = f" (more than the step time: op time is summed over {over}, which run at once)"
-        _row(table, "op time", f"{s['op_time_per_step_ms']:.2f} ms per step in {s['step_module']}{why}")
+        per = "per step" if s.get("steps") else "over the traced window (no steps)"
+        _row(table, "op time", f"{s['op_time_per_step_ms']:,.2f} ms {per} in {s['step_module']}{why}")
     if s["peak_memory_bytes"] is not None:
         _row(table, "peak memory", f"{mib(s['peak_memory_bytes'])} ({s['peak_memory_source']})")
     else:
@@ -203,15 +209,19 @@ def _summary(doc: dict, console: Console) -> None:
     for dev in s.get("devices", []):
         if "kernels" not in dev:
             continue
-        cats = ", ".join(f"{k} {v:.2f} ms" for k, v in list(dev["time_by_category_ms"].items())[:4])
-        idle = f"; idle {dev['idle_in_steps_ms']:.2f} ms in steps" if "idle_in_steps_ms" in dev else ""
+        # The plane's totals are over the whole traced window (every step, and what ran between): said
+        # so, as every other line of the report is per step.
+        cats = ", ".join(f"{k} {v:,.2f} ms" for k, v in list(dev["time_by_category_ms"].items())[:4])
+        idle = f"; idle {dev['idle_in_steps_ms']:,.2f} ms in the steps" if "idle_in_steps_ms" in dev else ""
         if dev.get("launch_delay_median_us") is not None:
-            idle += f"; launch to start {dev['launch_delay_median_us']:.1f} µs (median of {dev['launches_matched']})"
-        _row(table, dev["name"], f"{dev['description']}: {dev['kernels']} kernels, {dev['kernel_time_ms']:.2f} ms "
-                                   f"({dev['small_kernels']} under 10 µs), {dev['memcpys']} copies "
-                                   f"{dev['memcpy_time_ms']:.2f} ms{idle}")
+            idle += (f"; launch to start {_us(dev['launch_delay_median_us'])} "
+                     f"(median of {dev['launches_matched']:,} launches)")
+        _row(table, dev["name"], dev["description"])
+        _row(table, "", f"in the traced window: {dev['kernels']:,} kernels, {dev['kernel_time_ms']:,.2f} ms "
+                        f"({dev['small_kernels']:,} under 10 µs), {dev['memcpys']:,} copies "
+                        f"{dev['memcpy_time_ms']:,.2f} ms{idle}")
         if cats:
-            _row(table, "", f"by category: {cats}")
+            _row(table, "", f"by category, in the traced window: {cats}")
     if s.get("devices_idle"):
         _row(table, "idle devices", ", ".join(s["devices_idle"]))
     for a in s.get("allocators", []):
@@ -248,8 +258,8 @@ def _device_table(doc: dict, console: Console) -> None:
     rows: list = []
     for d in devices:
         peak = mib(d["peak_memory_bytes"]) if d.get("peak_memory_bytes") is not None else "unknown"
-        _row(rows, d["name"], d["host"], f"{d['compute_ms']:.2f} ms", f"{d['collective_transfer_ms']:.2f} ms",
-             f"{d['collective_wait_ms']:.2f} ms", f"{d['idle_ms']:.2f} ms", peak,
+        _row(rows, d["name"], d["host"], f"{d['compute_ms']:,.2f} ms", f"{d['collective_transfer_ms']:,.2f} ms",
+             f"{d['collective_wait_ms']:,.2f} ms", f"{d['idle_ms']:,.2f} ms", peak,
              Text("slowest", style="bold red") if d.get("slowest") else "")
     layout.table(console, title, cols, rows)
     collectives = doc["summary"].get("collectives") or []
@@ -265,7 +275,7 @@ def _device_table(doc: dict, console: Console) -> None:
     rows = []
     for c in shown:
         _row(rows, c["instruction"], c["opcode"], f"{c['per_step']:g}", size(c["bytes_per_device"]),
-             f"{c['time_ms']:.2f} ms", f"{c['transfer_ms']:.2f} ms", f"{c['wait_ms']:.2f} ms",
+             f"{c['time_ms']:,.2f} ms", f"{c['transfer_ms']:,.2f} ms", f"{c['wait_ms']:,.2f} ms",
              _bandwidth(c["algorithmic_gb_per_s"]))
     layout.table(console, title, cols, rows)
 

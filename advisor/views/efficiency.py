@@ -32,7 +32,7 @@ from typing import Any, Optional
 from ..categories import categorize
 from ..model import Instruction, OpStat, Profile
 from ..peaks import Peak, UserPeaks, dtype_class, match_row, row_peak
-from ..units import si
+from ..units import sig, si
 from . import idle
 from .basis import verdict_basis, with_basis
 
@@ -302,7 +302,7 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         step_s = sum(window) / len(window) / 1e9 if window else None
         if step_s:
             notes.append(f"the trace has no steps: per-step figures, MFU and HFU are over its traced window "
-                         f"({step_s * 1e3:.3g} ms)")
+                         f"({sig(step_s * 1e3)} ms)")
     achieved_f = flops / per / step_s if step_s else None
     achieved_b = nbytes / per / step_s if step_s else None
     mfu = checked(model_mm / per / step_s, peak_flops, "MFU") if step_s and mm_flops else None
@@ -322,7 +322,7 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         notes.append(f"{unknown_share:.1%} of op time is in ops whose FLOPs the HLO does not say "
                      f"({', '.join(unknown[:4])}): not counted")
 
-    bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share, l2)
+    bound, verdict = _verdict(profile, rows, bounds, peak, mfu, per, step_s, unknown_share, l2, window=not steps)
     basis = verdict_basis(profile, rows, bounds, peak, per, step_s, bound)
     verdict = with_basis(verdict, basis, steps)
     return {
@@ -377,7 +377,8 @@ def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak], per: int = 1,
 
 
 def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[Peak], mfu: Optional[float],
-             per: int, step_s: Optional[float], unknown_share: float, l2: frozenset = frozenset()) -> tuple[Optional[str], str]:
+             per: int, step_s: Optional[float], unknown_share: float, l2: frozenset = frozenset(),
+             window: bool = False) -> tuple[Optional[str], str]:
     """The step's bound: whichever of host idle, exposed communication and the device's compute-,
     memory- and latency-bound op time takes most of the step (ops whose bound is unknown aside)."""
     devices = profile.device_activity
@@ -402,14 +403,14 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
                           "or run `advisor calibrate`")
         return None, "unknown: no op time measured"
     top = max(known, key=known.get)
-    pct = _of_step(known[top], step_ns, profile.backend)
+    pct = _of_step(known[top], step_ns, profile.backend, window)
     if peak is None and times.get("unknown", 0) > known[top]:
-        share = f" ({_of_step(times['unknown'], step_ns, profile.backend)})" if step_ns else ""
+        share = f" ({_of_step(times['unknown'], step_ns, profile.backend, window)})" if step_ns else ""
         return None, (f"compute- or memory-bound unknown without peaks: most time is in device ops{share}; pass "
                       "--peak-flops and --peak-bandwidth, or run `advisor calibrate`")
     caveat = ""
     if top in ("compute", "memory", "latency") and times.get("unknown", 0) > known[top]:
-        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns, profile.backend)}) is in ops whose bound is unknown"
+        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns, profile.backend, window)}) is in ops whose bound is unknown"
                   if step_ns else "; more op time is in ops whose bound is unknown")
         caveat += " (no FLOP count)" if peak is not None else " (no peaks: pass --peak-flops and --peak-bandwidth)"
     if top == "host":
@@ -419,10 +420,10 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     if top == "latency":
         short = [r for r in rows if bounds[id(r)] == "latency"]
         n = sum(r.executions for r in short) / per
-        gaps = (f", and the device waits {_of_step(launch_ns, step_ns, profile.backend)} in gaps under "
+        gaps = (f", and the device waits {_of_step(launch_ns, step_ns, profile.backend, window)} in gaps under "
                 f"{idle.LAUNCH_GAP_NS / 1e3:g} µs between kernels launched one by one" if launch_ns else "")
-        return "latency", (f"latency-bound: {n:,.0f} op executions per step under {LATENCY_NS / 1e3:g} µs take "
-                           f"{_of_step(by_bound.get('latency', 0.0) - launch_ns, step_ns, profile.backend)}{gaps}"
+        return "latency", (f"latency-bound: {n:,.0f} op executions {'in the traced window' if window else 'per step'} under {LATENCY_NS / 1e3:g} µs take "
+                           f"{_of_step(by_bound.get('latency', 0.0) - launch_ns, step_ns, profile.backend, window)}{gaps}"
                            + caveat)
     if top == "compute":
         at = f"at {mfu:.1%} of peak {peak.dtype} matmul throughput (MFU)" if mfu is not None and peak else \
@@ -434,7 +435,8 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
     rate = sum(r.bytes for r in hbm) / t if t > 0 else None
     share = _share(rate, _mean_roof(hbm, peak))
     names = ", ".join(r.name for r in mem[:3])
-    memory = "their memory roofs (cache or DRAM)" if peak and peak.roofs else "HBM bandwidth"
+    memory = ("their memory roofs (cache or DRAM)" if peak and peak.roofs
+              else "HBM bandwidth" if profile.backend in ("gpu", "tpu") else "the peak memory bandwidth")
     at = f"at {share:.0%} of {memory}" if share is not None and share <= 1 else "bandwidth share unknown"
     return "memory", f"memory-bandwidth-bound: memory-bound ops ({names}) take {pct}, {at}" + caveat
 
@@ -445,16 +447,16 @@ def _device_share(devices, field: str) -> float:
     return sum(shares) / len(shares) if shares else 0.0
 
 
-def _of_step(ns: float, step_ns: Optional[float], backend: str = "cpu") -> str:
-    """A time as a share of the step; op time summed over a device's threads (XLA:CPU runs ops side by
+def _of_step(ns: float, step_ns: Optional[float], backend: str = "cpu", window: bool = False) -> str:
+    """A time as a share of the step (window: of the traced window, in a trace without steps); op time summed over a device's threads (XLA:CPU runs ops side by
     side) or over kernels that run side by side (GPU streams, a CUDA graph's concurrent kernels) can
     exceed the step, and is then given in ms, never as a share above 100%."""
     if not step_ns:
         return "most of the device time"
     if ns <= step_ns:
-        return f"{ns / step_ns:.0%} of the step"
+        return f"{ns / step_ns:.0%} of the {'traced window' if window else 'step'}"
     over = "kernels that run side by side" if backend in ("gpu", "tpu") else "the threads that run ops side by side"
-    return f"{ns / 1e6:.3g} ms of op time per step summed over {over}, more than the {step_ns / 1e6:.3g} ms step"
+    return f"{sig(ns / 1e6)} ms of op time per step summed over {over}, more than the {sig(step_ns / 1e6)} ms {'traced window' if window else 'step'}"
 
 
 def _rate(x: Optional[float]) -> str:
