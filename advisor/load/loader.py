@@ -125,8 +125,9 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         warnings.append(f"the buffer assignment of {step_module} carries no heap simulation (the program was "
                         "loaded from a persistent compilation cache): peak memory is unknown and "
                         f"{', '.join(NEEDS_BUFFERS)} could not run; record the trace with the cache off")
-    if xprof.programs is not None and len(modules) < xprof.programs:
-        lost = xprof.programs - len(modules)
+    held = len(sliced if sliced is not None else protos)     # the programs' HLO read from the trace
+    if xprof.programs is not None and held < xprof.programs:
+        lost = xprof.programs - held
         warnings.append(f"the HLO of {lost} of the {xprof.programs} programs in the trace could not be read")
     if xprof.error:
         warnings.append(f"{xprof.error}; the HLO and buffers read before it stopped are used")
@@ -392,9 +393,12 @@ def _type_name(kind) -> str:
 
 def _modules(protos: dict[str, bytes], warnings: list[str], step_module: Optional[str],
              ran: set[str]) -> dict[str, HloModule]:
-    """Every program's HLO; a program that ran (has ops) but cannot be read is named in `warnings`."""
+    """The HLO of every program that ran (has ops) and of the step program; one that cannot be read is
+    named in `warnings`."""
     out, unreadable = {}, []
     for key, data in protos.items():
+        if key not in ran and key != step_module:
+            continue        # nothing reads the HLO of a program that did not run (the notebook trace holds 114, 1 ran)
         name, program_id = split_key(key)
         try:
             out[key] = parse_module(data, program_id)
