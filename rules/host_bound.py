@@ -58,6 +58,12 @@ ADVICE = {
     "dispatch": "the host spends the gap in Python dispatch or data preparation: jit a larger piece of work "
                 "(the whole step, or several steps with lax.scan) and prepare batches ahead of time",
 }
+COST = {      # what each fix gives up, by cause
+    "sync": "metrics reach the host every N steps, not every step",
+    "transfer": "prefetching holds one more batch in device memory",
+    "compile": "see the recompilation finding: padding computes on filler elements, bucketing compiles once per bucket",
+    "dispatch": "a larger jitted region compiles for longer; batches prepared ahead hold more host memory",
+}
 
 
 def _in(spans, steps) -> float:
@@ -105,7 +111,7 @@ def check(profile: Profile, min_idle_share: float = idle_view.MIN_SHARE):
             text=ADVICE[cause],
             expected=Expected("step_time", round(per_step_idle / 1e6, 3), "ms",
                               f"up to {ms(per_step_idle)} per step, the measured device idle time"),
-            cost="less frequent logging; prefetching holds one more batch in device memory",
+            cost=COST[cause],
         ),
         impact=share,
     )

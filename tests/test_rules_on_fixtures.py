@@ -110,7 +110,7 @@ def test_grad_accumulation_fires_when_a_capacity_shows_the_batch_fits():
 # analyzed in-process once per module. The verdict matrix itself is tests/test_corpus.py's; these check
 # the evidence behind the corrections.
 CORPUS = ("scan16_no_checkpoint", "scan16_checkpoint", "linen_loop_2d_bigbatch", "sync_every_step",
-          "never_syncs", "pmap_warm", "small_cnn_plenty_memory", "slow_host_numpy")
+          "never_syncs", "pmap_warm", "small_cnn_plenty_memory", "slow_host_numpy", "static_lr_recompile")
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,12 @@ def test_scan_stacking_leaves_out_weight_gradients_and_what_is_already_done(corp
 def test_host_bound_needs_a_wait_inside_the_loop(corpus):
     (f,) = found(corpus["sync_every_step"], "host-bound")
     assert f.evidence["likely_cause"] == "sync"
+    assert f.recommendation.cost == "metrics reach the host every N steps, not every step"
     assert not found(corpus["never_syncs"], "host-bound")
+    # the cost is the fix's for that cause: a compile inside the steps costs no device memory
+    (compile_bound,) = found(corpus["static_lr_recompile"], "host-bound")
+    assert compile_bound.evidence["likely_cause"] == "compile"
+    assert "recompilation" in compile_bound.recommendation.cost and "memory" not in compile_bound.recommendation.cost
 
 
 def test_host_bound_measures_a_host_that_paces_the_loop(corpus):
