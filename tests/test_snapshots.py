@@ -1,10 +1,15 @@
-"""The loader builds, from every committed trace, the profile model recorded in
-fixtures/profile_models.json.xz (taken before the reader was rewritten to compact columns):
-the reader under the model can change, the model it gives cannot, unless on purpose."""
+"""Every committed trace, held to two snapshots: the profile model the loader builds from it
+(fixtures/profile_models.json.xz, taken before the reader was rewritten to compact columns), and
+every output advisor's commands give on it (fixtures/outputs.json.xz, taken before the code under
+the commands was moved into one views contract, issue 32). The code under either can change; what
+it gives cannot, unless on purpose. Each run is read once: the commands get copies of the profile
+the model's test read."""
 
+import difflib
 import json
 import lzma
 import math
+import pickle
 import sys
 
 import pytest
@@ -12,10 +17,12 @@ import pytest
 from conftest import FIXTURES
 
 sys.path.insert(0, str(FIXTURES))
-from snapshot_profile_models import SNAPSHOT, model_of, readable_copy, run_folders  # noqa: E402
+import snapshot_outputs  # noqa: E402
+from snapshot_profile_models import SNAPSHOT, model_of, run_folders  # noqa: E402
 
 EXPECTED = json.loads(lzma.decompress(SNAPSHOT.read_bytes()))
 RUNS = run_folders()
+_READ: dict = {}        # snapshot_outputs.run_key -> the pickled profile of a run as the loader built it
 
 
 def _same(a, b, where="") -> None:
@@ -40,18 +47,24 @@ def test_every_fixture_is_in_the_snapshot():
 
 
 @pytest.fixture(scope="module")
-def readable(tmp_path_factory):
-    """readable(run) -> the run's folder, found by find_runs, with its traces decompressed: one copy
-    per run for both tests (neither writes into it)."""
+def workspace(tmp_path_factory):
+    """Where the runs are read and the commands run (snapshot_outputs.Workspace): the fixtures by a
+    relative path, the compressed traces decompressed once."""
+    return snapshot_outputs.Workspace(tmp_path_factory.mktemp("workspace"))
+
+
+@pytest.fixture
+def readable(workspace, monkeypatch):
+    """readable(run) -> the run's RunFiles, by its relative path from the workspace folder that holds
+    it (made the working folder)."""
     from advisor.locate import find_runs
 
-    folder, found = tmp_path_factory.mktemp("runs"), {}
-
-    def copy(run):
-        if run not in found:
-            (found[run],) = find_runs(readable_copy(run, folder))
-        return found[run]
-    return copy
+    def find(run):
+        logdir = str(run.relative_to(FIXTURES)).split("/plugins/")[0]
+        monkeypatch.chdir(workspace.cwd(logdir))
+        (found,) = find_runs(f"fixtures/{logdir}")
+        return found
+    return find
 
 
 # {run: what xprof's converters gave on it (program names, HLO reader, result)}, kept by the
@@ -76,7 +89,10 @@ def test_same_profile_model_as_the_snapshot(run, readable, monkeypatch):
 
     start = loader.start_xprof
     monkeypatch.setattr(loader, "start_xprof", keep)
-    _same(model_of(loader.load_run(readable(run))), EXPECTED[str(run.relative_to(FIXTURES))], "profile")
+    found = readable(run)
+    profile = loader.load_run(found)
+    _READ[snapshot_outputs.run_key(found)] = pickle.dumps(profile)
+    _same(model_of(profile), EXPECTED[str(run.relative_to(FIXTURES))], "profile")
 
 
 class _Replay:
@@ -117,3 +133,25 @@ def test_same_model_read_in_small_pieces(run, readable, monkeypatch):
     if run in _XPROF:
         monkeypatch.setattr(loader, "start_xprof", lambda path: _Replay(*_XPROF[run]))
     _same(model_of(loader.load_run(readable(run))), EXPECTED[str(run.relative_to(FIXTURES))], "profile")
+
+
+OUTPUTS = snapshot_outputs.read()
+CASES = snapshot_outputs.cases()
+
+
+def test_every_fixture_has_its_outputs():
+    assert sorted(OUTPUTS) == sorted(CASES)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_same_outputs_as_the_snapshot(case, workspace):
+    """The commands print and write, byte for byte, what the snapshot holds (fixtures/snapshot_outputs.py)."""
+    with snapshot_outputs.reading_each_run_once(_READ):
+        got = CASES[case](workspace)
+    expected = OUTPUTS[case]
+    assert sorted(got) == sorted(expected)
+    for name in expected:
+        if got[name] != expected[name]:
+            diff = difflib.unified_diff(expected[name].splitlines(), got[name].splitlines(), "snapshot", "now",
+                                        n=1, lineterm="")
+            pytest.fail(f"{case}: {name} differs from the snapshot:\n" + "\n".join(list(diff)[:60]))
