@@ -105,10 +105,17 @@ class Schedule:
                 self.kernel_names.setdefault(kernel_name(thunk.name), thunk)
             if any(t.kind != "boundary" for t in thunks):
                 self.computations[comp.name] = thunks
-        self._where: dict[str, list[tuple[str, int]]] = {}
+        self._where: dict[str, list[tuple[str, int, int, int]]] = {}   # kernel name -> (computation, segment, its end)
+        self._segments: list[tuple[str, int, int]] = []
         for comp_name, thunks in self.computations.items():
-            for k, t in enumerate(thunks):
-                self._where.setdefault(kernel_name(t.name), []).append((comp_name, k))
+            lo = 0
+            for k in range(len(thunks) + 1):     # a launch never spans a loop: the stretches between them
+                if k == len(thunks) or thunks[k].kind == "boundary":
+                    if k > lo:
+                        self._segments.append((comp_name, lo, k))
+                        for j in range(lo, k):
+                            self._where.setdefault(kernel_name(thunks[j].name), []).append((comp_name, lo, k, j))
+                    lo = k + 1
         self._cache: dict[tuple, tuple[list[Optional[str]], str]] = {}
 
     def _thunk(self, ins, comps, by_id) -> Thunk:
@@ -191,20 +198,11 @@ class Schedule:
         return names, comp_name
 
     def _candidates(self, events: list[Launch]) -> list[tuple[str, int, int]]:
-        """(computation, first thunk, end) stretches worth aligning against: around the thunks whose
-        kernel name a kernel of the launch carries; every computation when none does."""
-        spans: dict[str, list[int]] = {}
-        for e in events:
-            for comp_name, k in self._where.get(e.name, ()):
-                spans.setdefault(comp_name, []).append(k)
-        n = len(events)
-        if not spans:
-            return [(c, 0, len(t)) for c, t in self.computations.items()]
-        out = []
-        for comp_name, at in spans.items():
-            size = len(self.computations[comp_name])
-            out.append((comp_name, max(0, min(at) - n - 2), min(size, max(at) + n + 2)))
-        return out
+        """(computation, first thunk, end) stretches worth aligning against: the loop-free stretches of a
+        computation (a launch never spans a loop) that hold a thunk whose kernel name a kernel of the
+        launch carries; every stretch when none does."""
+        found = {(comp, lo, hi) for e in events for comp, lo, hi, _ in self._where.get(e.name, ())}
+        return sorted(found) if found else list(self._segments)
 
     def matches(self, event: Launch, thunk: Thunk) -> float:
         """The score of `event` run by `thunk` (0: it cannot be)."""
