@@ -78,10 +78,6 @@ def save_baseline(path: Path, analysis: Analysis, workload: Optional[dict] = Non
     write_text(path, safe_json.dumps(doc, indent=2) + "\n")   # never a half-written baseline
 
 
-def read_baseline(path: Path) -> Metrics:
-    return read_baseline_doc(path)[0]
-
-
 def read_baseline_doc(path: Path) -> tuple[Metrics, Optional[dict]]:
     """The baseline's metrics, and the workload it ran ({"name", "preset", "overrides"}) when it
     recorded one: a baseline of a --workload check can be run again beside the candidate."""

@@ -323,9 +323,6 @@ class DeviceActivity:
     def busy_ns(self) -> float:
         return self.compute_ns + self.transfer_ns + self.wait_ns
 
-    @property
-    def collective_ns(self) -> float:
-        return self.transfer_ns + self.wait_ns
 
 
 @dataclasses.dataclass
@@ -384,11 +381,6 @@ class Profile:
     @property
     def active_devices(self) -> list[DeviceSummary]:
         return [d for d in self.devices if d.active]
-
-    def busy_in_steps_ns(self, spans=None) -> float:
-        """Time inside the profiled steps covered by `spans` (default: the device's busy intervals)."""
-        spans = self.busy if spans is None else spans
-        return sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in self.steps)
 
     def in_steps(self, start_ns: float, end_ns: float) -> bool:
         """True if [start, end) overlaps a profiled step (or there are no steps)."""

@@ -77,12 +77,6 @@ def metadata_xspace(path: Path) -> bytes:
         return bytes(out)
 
 
-def program_count(xspace: bytes) -> int:
-    """How many programs the metadata plane describes: its `event_metadata = 4` entries, one per
-    HLO module. The loader compares it with the HLO it could read, so a lost program is said."""
-    return len(program_names(xspace))
-
-
 def program_names(xspace: bytes) -> list[str]:
     """The metadata plane's programs as `name(program_id)`, the keys the HLO files are named by:
     each `event_metadata = 4` map entry's value (`XEventMetadata`, its `name = 2`)."""

@@ -58,7 +58,6 @@ class Pipeline:
     axis: str
     loop: str                       # the forward schedule loop (HLO while instruction)
     source: str                     # where microbatches/loops come from: "recorded", "program"
-    schedule_loops: frozenset = frozenset()     # the forward loop and its transpose
     time_s: float = 0.0             # per step on one device: ops inside the schedule loops
 
     @property
@@ -187,7 +186,6 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     weights |= _gathered_dims(module, roles)
     pipeline = _pipeline(profile, module, axes, pipe_axis, pipeline_loop)
     if pipeline is not None:
-        pipeline.schedule_loops = frozenset(schedule)
         pipeline.time_s = _loop_time(profile, module, schedule)
     state = _state(module, axes, roles, spans)
     view = Parallelism(axes=axes, mesh_source=source, collectives=_rows(profile, module, collectives, roles, spans, label),
@@ -308,17 +306,6 @@ def _infer_axes(collectives: list[Instruction], n: int) -> list[Axis]:
     if expected < n and n % expected == 0:
         axes.append((n // expected, expected))
     return [Axis(f"axis{size}s{stride}", size, stride) for size, stride in sorted(axes, key=lambda a: -a[1])]
-
-
-def _composite(size: int, stride: int, kept: set[tuple[int, int]]) -> bool:
-    """Whether (size, stride) is several kept axes together."""
-    if size == 1 or (size, stride) in kept:
-        return True
-    for k_size, k_stride in kept:
-        if k_stride == stride and size % k_size == 0 and k_size < size:
-            if _composite(size // k_size, stride * k_size, kept):
-                return True
-    return False
 
 
 def _spanned(ins: Instruction, axes: list[Axis]) -> list[Axis]:
