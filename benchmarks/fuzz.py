@@ -44,16 +44,12 @@ def fixture_run(name: str = FIXTURE) -> Path:
 
 def metadata_range(data: bytes) -> tuple[int, int]:
     """Byte range of the `/host:metadata` plane (it holds the HLO protos) in a serialized XSpace."""
-    from advisor.load.xspace_slice import _plane_name, _varint
+    from advisor.load.xplane import metadata_plane
 
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        length, body = _varint(data, pos)
-        pos = body + length
-        if key == (1 << 3 | 2) and _plane_name(data, body, pos) == b"/host:metadata":
-            return body, pos
-    raise ValueError("no metadata plane")
+    found = metadata_plane(data)
+    if found is None:
+        raise ValueError("no metadata plane")
+    return found[1], found[2]
 
 
 def mutate(data: bytes, rng: random.Random, kind: str, hlo: tuple[int, int]) -> bytes:

@@ -23,8 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.load.xplane_stream import (_EVENT_TAG, _LEN, _LINES, _PLANES, StreamSpace, XLine,  # noqa: E402
-                                        _event_run, _fields)
+from advisor.load.wire import LEN as _LEN, fields as _fields  # noqa: E402
+from advisor.load.xplane import EVENT_TAG as _EVENT_TAG, PLANE_LINES as _LINES, XSPACE_PLANES as _PLANES, XLine  # noqa: E402
+from advisor.load.xplane_stream import StreamSpace, _event_run  # noqa: E402
 
 HOST = "/host:CPU"
 _RUN_SHIFT = 1 << 32
