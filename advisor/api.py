@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
-from .engine import Analysis, RunFailure
+from .job import Analysis, RunFailure
 from .errors import AdvisorError
 
 Size = Union[int, str, None]
@@ -133,19 +133,19 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     "data=2,pipe=2" (the CLI's --mesh); names the axes of summary.parallelism (else inferred).
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).
     """
-    from .engine import all_rules, analyze_all, select_rules
+    from . import rules as catalog
+    from .engine import analyze_all
+    from .job import Job
     from .peaks import user_peaks
     from .settings import parse_ids, parse_steps_flag, validate_options
 
     as_ids = lambda v, name: parse_ids([v] if isinstance(v, str) else list(v), name)  # noqa: E731 - "a+b", "none"
-    rules = select_rules(None if select is None else as_ids(select, "select"), as_ids(ignore, "ignore"))
-    opts = validate_options(options or {}, {r.id: r for r in all_rules()})
-    analyses, failed = analyze_all(path, rules, opts, progress, _size(device_memory, "device_memory"),
-                                   jobs=1 if jobs is None else jobs, engine=engine,
-                                   ray_address=ray_address, steps=parse_steps_flag(steps, "steps"),
-                                   peaks=peaks or user_peaks(peak_flops, peak_bandwidth, "peak_flops=",
-                                                             "peak_bandwidth="),
-                                   mesh=_mesh(mesh))
+    rules = catalog.select(None if select is None else as_ids(select, "select"), as_ids(ignore, "ignore"))
+    job = Job(tuple(rules), validate_options(options or {}, {r.id: r for r in catalog.ALL}),
+              _size(device_memory, "device_memory"), parse_steps_flag(steps, "steps"),
+              peaks or user_peaks(peak_flops, peak_bandwidth, "peak_flops=", "peak_bandwidth="), _mesh(mesh))
+    analyses, failed = analyze_all(path, job, jobs=1 if jobs is None else jobs, engine=engine,
+                                   ray_address=ray_address, progress=progress)
     return Report(analyses, failed, str(path))
 
 

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from . import __version__, safe_json
 from .compare import Comparison, Metrics, compare, metrics
-from .engine import Analysis
+from .job import Analysis
 from .errors import AdvisorError
 from .outputs import write_text
 from .findings import SEVERITIES

@@ -104,13 +104,13 @@ def resolve_peaks(peak_flops, peak_bandwidth):
 
 def resolve_rule_settings(select, ignore, option, device_memory):
     """Rules and thresholds from the project config, overridden by the command line."""
-    from .engine import all_rules, select_rules
+    from . import rules as catalog
     from .settings import parse_ids, parse_option_flags, parse_size_flag, read_project_settings, validate_options
 
     project = read_project_settings(Path.cwd())
-    rules = select_rules(parse_ids(select) if select else project.select,
-                         parse_ids(ignore, "--ignore") if ignore else project.ignore)
-    by_id = {r.id: r for r in all_rules()}
+    rules = catalog.select(parse_ids(select) if select else project.select,
+                           parse_ids(ignore, "--ignore") if ignore else project.ignore)
+    by_id = {r.id: r for r in catalog.ALL}
     options = validate_options(project.options, by_id)
     for rule_id, opts in validate_options(parse_option_flags(option), by_id).items():
         options.setdefault(rule_id, {}).update(opts)
@@ -224,10 +224,13 @@ def _mesh_flag(text):
 def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progress, run_options) -> list[dict]:
     """Text, JSON or JSON lines: the runs come back from the engine as their JSON documents (the
     profiles stay in the processes that read them); jsonl prints each as soon as it is in order."""
-    from .engine import RunFailure, iter_analyses
+    from .engine import iter_results
+    from .job import Job, RunFailure
 
-    results = iter_analyses(path, rules, options, progress, capacity, as_json=True, **run_options,
-                            notice=lambda msg: _err.print(terminal(f"advisor: note: {msg}")))
+    how = {k: run_options.pop(k) for k in ("jobs", "engine", "ray_address")}
+    job = Job(tuple(rules), options, capacity, documents=True, **run_options)
+    results = iter_results(path, job, **how, progress=progress,
+                           notice=lambda msg: _err.print(terminal(f"advisor: note: {msg}")))
     docs, failed = [], []
     if fmt == "jsonl":
         from .report.json_report import jsonl_line
@@ -319,9 +322,10 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
         return
     progress(f"trace written to {run_dir}")
     from .engine import analyze_path
+    from .job import Job
 
     progress("analyzing")
-    analyses = analyze_path(run_dir, rules, options, device_memory=capacity or limit)
+    analyses = analyze_path(run_dir, Job(tuple(rules), options, capacity or limit))
     from .verification import compile_check, verify_workload
     if compile_advice and hosts == 1:
         compile_check(name, preset, items, analyses[0], progress)
@@ -361,11 +365,12 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     added and removed."""
     from .compare import compare, match_runs, metrics
     from .engine import analyze_path
+    from .job import Job
 
     _check_output(fmt, output)
     refuse_overwrite({"--output": output}, [base, new])
-    peaks = resolve_peaks(peak_flops, peak_bandwidth)
-    pairs = match_runs(analyze_path(base, peaks=peaks), analyze_path(new, peaks=peaks), base, new)
+    job = Job(peaks=resolve_peaks(peak_flops, peak_bandwidth))
+    pairs = match_runs(analyze_path(base, job), analyze_path(new, job), base, new)
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
                            "or two folders that hold runs in same-named subfolders")
@@ -451,6 +456,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     from . import cleanup
     from .check import StepTimeEvidence, parse_percent, read_baseline_doc, run_check, save_baseline
     from .engine import analyze_path
+    from .job import Job
     from .timing import confirm, measure, programs_by_side, remeasure, start_sides
 
     if bool(path) == bool(workload):
@@ -500,7 +506,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                     workers = start_pair()
                 path = profile_workload(workload, preset, config, logdir or Path(tmp), progress)
                 workload_info = {"name": workload, "preset": preset, "overrides": items}
-            analyses = analyze_path(path, rules, options, device_memory=capacity, peaks=peaks)
+            analyses = analyze_path(path, Job(tuple(rules), options, capacity, peaks=peaks))
             if len(analyses) != 1:
                 raise AdvisorError(f"{path}: holds {len(analyses)} runs; check takes one run (give its run folder)")
             (analysis,) = analyses
@@ -625,18 +631,18 @@ def calibrate(size, dtype, stream_mib):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_rules(fmt):
     """List every rule: id, default severity, backends, what it detects."""
-    from .engine import all_rules
+    from . import rules as catalog
 
     if fmt == "json":
         from .report.json_report import dumps, envelope
         click.echo(dumps(envelope("rules", [], {"rules": [
             {"id": r.id, "severity": r.severity, "escalation": r.escalation, "backends": list(r.backends),
-             "summary": r.summary, "options": {k: v for k, v in r.options.items()}} for r in all_rules()]})))
+             "summary": r.summary, "options": {k: v for k, v in r.options.items()}} for r in catalog.ALL]})))
         return
     cols = [layout.Col("rule"), layout.Col("severity", wrap=True), layout.Col("backends"),
             layout.Col("detects", wrap=True)]
     layout.table(layout.console(), None, cols,
-                 [(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary) for rule in all_rules()])
+                 [(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary) for rule in catalog.ALL])
 
 
 @main.command()
@@ -646,9 +652,9 @@ def list_rules(fmt):
 def explain(rule_id, fmt):
     """What a rule detects, why it matters, how to fix it (from the rule's own docs): rendered on a
     terminal, the Markdown source when piped."""
-    from .engine import select_rules
+    from . import rules as catalog
 
-    rule = select_rules([rule_id])[0]
+    rule = catalog.select([rule_id])[0]
     if fmt == "json":
         from .report.json_report import dumps, envelope
         click.echo(dumps(envelope("explain", [rule_id], {"rule": {

@@ -8,7 +8,7 @@ import statistics
 from typing import Any, Optional
 
 from .categories import categorize
-from .engine import Analysis
+from .job import Analysis
 from .views import idle
 from .views.summary import peak_memory
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
 from .compare import compare, metrics
-from .engine import Analysis, analyze_path
+from .engine import analyze_path
+from .job import Analysis
 from .findings import Expected, Finding
 from .memory_plan import as_overrides
 from .remedies import CHANGES_NUMERICS

@@ -16,7 +16,7 @@ import time
 
 import jax.profiler  # noqa: F401 - imported before the turns, as analyze_speed.py's measure does
 
-from advisor import engine
+from advisor import engine, job
 from advisor.load import event_decoder, host_lines, loader, xprof_tools
 
 PARTS = [   # (module, function, label): a part named "A: B" is inside A's figure
@@ -29,7 +29,7 @@ PARTS = [   # (module, function, label): a part named "A: B" is inside A's figur
     (xprof_tools.PendingXprof, "finish", "waiting for xprof's converters (their child process)"),
     (loader, "_modules", "HLO of the programs (`loader._modules`)"),
     (loader, "device_activity", "device activity (`devices.device_activity`)"),
-    (engine, "analyze_profile", "rules and views (`engine.analyze_profile`)"),
+    (job.Job, "analyze", "rules and views (`Job.analyze`)"),
 ]
 
 

@@ -29,20 +29,20 @@ def main() -> None:
 
     from analyze_speed import record
 
-    import advisor.engine as engine
+    import advisor.job as job
     import advisor.load.hlo as hlo
     from advisor.engine import analyze_path
 
     path = record(args.mb, reuse=True)
     size = path.stat().st_size / 1e6
-    real_cost, real_view = hlo.module_cost, engine.efficiency
+    real_cost, real_view = hlo.module_cost, job.efficiency
 
     def without():
         hlo.module_cost = lambda module: ({}, {}, {}, set())
-        engine.efficiency = lambda profile, peaks=None: None
+        job.efficiency = lambda profile, peaks=None: None
 
     def with_():
-        hlo.module_cost, engine.efficiency = real_cost, real_view
+        hlo.module_cost, job.efficiency = real_cost, real_view
 
     times: dict[str, list[float]] = {"without": [], "with": []}
     analyze_path(path)      # warm: imports, xprof's first start

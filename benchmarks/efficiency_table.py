@@ -96,6 +96,7 @@ def main() -> None:
     from snapshot_profile_models import readable_copy, run_folders
 
     from advisor.engine import analyze_path
+    from advisor.job import Job
     from advisor.load.xprof_tools import start_xprof
     from advisor.peaks import user_peaks
     from advisor.report.efficiency_text import pct, rate
@@ -109,7 +110,7 @@ def main() -> None:
         for run in runs:
             name = str(run.relative_to(FIXTURES)).split("/plugins")[0]
             copy = readable_copy(run, Path(tmp))
-            (analysis,) = analyze_path(copy, [], peaks=peaks)
+            (analysis,) = analyze_path(copy, Job((), peaks=peaks))
             profile, eff = analysis.profile, analysis.summary.get("efficiency")
             if not eff or profile.step_module not in profile.modules:
                 print(f"| {name} | | | | | | | | no HLO for the step program |")

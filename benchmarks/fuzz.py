@@ -94,14 +94,15 @@ def _findings(doc: dict) -> set:
 
 def classify(run_dir: Path, xplane_name: str, mutant: bytes, baseline: dict) -> tuple[str, str]:
     """(outcome, detail) of analyzing `mutant` written as run_dir/xplane_name."""
-    from advisor.engine import analyze_run
     from advisor.errors import AdvisorError
+    from advisor.job import Job
+    from advisor.load.loader import load_run
     from advisor.locate import find_runs
 
     (run_dir / xplane_name).write_bytes(mutant)
     try:
         (run,) = find_runs(run_dir / xplane_name)
-        analysis = analyze_run(run)
+        analysis = Job().analyze(load_run(run))
     except AdvisorError as err:
         text = str(err)
         return ("rejected", text) if "\n" not in text.strip() else ("CRASH", f"multi-line error: {text!r}")
@@ -151,7 +152,8 @@ class Fuzzer:
     """One private copy of a fixture's run folder; mutants overwrite its .xplane.pb in turn."""
 
     def __init__(self, fixture: str = FIXTURE, parent: Path | None = None):
-        from advisor.engine import analyze_run
+        from advisor.job import Job
+        from advisor.load.loader import load_run
         from advisor.locate import find_runs
 
         src = fixture_run(fixture)
@@ -159,7 +161,7 @@ class Fuzzer:
         shutil.copytree(src, self.dir)
         self.xplane = next(self.dir.glob("*.xplane.pb")).name
         self.data = (self.dir / self.xplane).read_bytes()
-        self.baseline = report(analyze_run(find_runs(self.dir)[0]))
+        self.baseline = report(Job().analyze(load_run(find_runs(self.dir)[0])))
 
     def run(self, mutant: bytes) -> tuple[str, str]:
         return classify(self.dir, self.xplane, mutant, self.baseline)

@@ -15,7 +15,9 @@ import jax.numpy as jnp
 import pytest
 
 from conftest import FIXTURES
-from advisor.engine import analyze_path, select_rules
+from advisor.engine import analyze_path
+from advisor.job import Job
+from advisor.rules import select
 
 sys.path.insert(0, str(FIXTURES / "gpu"))
 import build as builder  # noqa: E402
@@ -51,7 +53,7 @@ def gpu_traces(tmp_path_factory):
         root = tmp_path_factory.mktemp(f"gpu_{name}")
         scenario = dataclasses.replace(builder.SCENARIOS["gpu_scan"], source=str(cpu))
         builder.build(name, scenario, root)
-        (analysis,) = analyze_path(root / name, select_rules(RULES))
+        (analysis,) = analyze_path(root / name, Job(tuple(select(RULES))))
         out[name] = analysis
     return out
 

@@ -185,12 +185,12 @@ def findings(run, case, rule):
 
 
 def test_schedule_loop_gets_stage_remat_not_unroll(run):
-    from advisor.engine import analyze_profile
+    from advisor.job import Job
     from advisor.rules import BY_ID
 
     rule = BY_ID["scan-dynamic-update-slice"]
     options = {rule.id: {"min_share": 0.0, "min_total_share": 0.0}}
-    (f,) = analyze_profile(run("pipeline_looping").profile, [rule], options).findings
+    (f,) = Job((rule,), options).analyze(run("pipeline_looping").profile).findings
     assert f.evidence["pipeline_schedule_loop"] and f.evidence["devices"] == 8
     assert "remat the stage step" in f.recommendation.text and "unroll" not in f.recommendation.text.split(";")[0]
     assert "scan_layers=False" not in f.recommendation.text
@@ -200,13 +200,13 @@ def test_schedule_loop_gets_stage_remat_not_unroll(run):
 
 
 def test_exposed_communication_advice_follows_the_role(run):
-    from advisor.engine import analyze_profile
+    from advisor.job import Job
     from advisor.rules import BY_ID
 
     rule = BY_ID["exposed-communication"]
     advice = {}
     for case in ("pipeline_gpipe_m2", "tensor_parallel_sync", "parallel_3d"):
-        (f,) = analyze_profile(run(case).profile, [rule], {rule.id: {"min_share": 0.0}}).findings
+        (f,) = Job((rule,), {rule.id: {"min_share": 0.0}}).analyze(run(case).profile).findings
         advice[case] = (f.evidence["dominant_role"], f.recommendation.text)
     role, text = advice["pipeline_gpipe_m2"]
     assert role == "pipeline-transfer" and "microbatch" in text and "group the gradients" not in text

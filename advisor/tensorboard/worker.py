@@ -30,14 +30,15 @@ def _say(**msg) -> None:
 
 
 def _job(settings: str):
-    from ..engine import Job, all_rules, select_rules
+    from .. import rules as catalog
+    from ..job import Job
     from ..settings import validate_options
 
     s = json.loads(settings)
     if not s:
         return Job()
-    rules = select_rules(s.get("select"), s.get("ignore") or ())     # select None: every rule; []: none
-    return Job(rules=tuple(rules), options=validate_options(s.get("options") or {}, {r.id: r for r in all_rules()}))
+    rules = catalog.select(s.get("select"), s.get("ignore") or ())     # select None: every rule; []: none
+    return Job(rules=tuple(rules), options=validate_options(s.get("options") or {}, {r.id: r for r in catalog.ALL}))
 
 
 def _unchanged(files, key: str, settings: str) -> None:
@@ -54,7 +55,7 @@ def _unchanged(files, key: str, settings: str) -> None:
 
 def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
     from ..compare import metrics
-    from ..engine import run_job
+    from ..job import run_job
     from ..report.html import figures
     from ..units import mib
     from .runs import read_run

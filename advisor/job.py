@@ -1,0 +1,188 @@
+"""One run's analysis: the unit of work of every engine (this process, worker processes, Ray tasks:
+advisor/engine.py, advisor/ray_engine.py).
+
+The run is loaded into the profile model (advisor/load), the user's settings are bound to it once
+(the device memory, the peaks, the mesh, the rules' options the views read), the views are
+computed (advisor/views), the rules run, and the result is an `Analysis`, or with `documents` the
+run's result document (`Analysis.document`), which every renderer reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Optional, Union
+
+from .errors import AdvisorError
+from .findings import Finding, sort_key
+from .locate import RemoteRun, RunFiles, fetched, find_runs, url_join
+from .model import Profile
+from .peaks import UserPeaks
+from .rule import Rule
+from .views.efficiency import efficiency
+from .views.summary import summarize
+
+
+@dataclasses.dataclass
+class Analysis:
+    profile: Profile
+    findings: list[Finding]
+    summary: dict[str, Any]
+    # which rules ran, which could not (and what the trace lacks), which are for other backends
+    rules: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        p = self.profile
+        return {
+            "path": p.path,
+            "backend": p.backend,
+            "device": p.device_name,
+            "hosts": [{"name": h.name, "path": h.path, "steps": len(h.steps),
+                       "devices": [d.name for d in h.devices]} for h in p.hosts],
+            "summary": self.summary,
+            "findings": [f.to_json() for f in self.findings],
+            "notes": p.notes,
+            "warnings": [f"{p.path}: {w}" for w in p.warnings],
+            "rules": self.rules,
+        }
+
+    @property
+    def partial(self) -> bool:
+        """Part of the trace could not be read: the findings may be incomplete."""
+        return bool(self.profile.warnings)
+
+
+@dataclasses.dataclass
+class RunFailure:
+    """A run that could not be analyzed at all, and why (one line for the user)."""
+    path: str
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "reason": self.reason}
+
+
+Result = Union[Analysis, dict, RunFailure]
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """What every run's analysis needs besides the run: the user's settings, picklable (sent to worker
+    processes and Ray tasks), bound to each run once."""
+    rules: Optional[tuple[Rule, ...]] = None     # None: every rule
+    options: Optional[dict[str, dict]] = None    # {rule id: {option: value}}
+    device_memory: Optional[int] = None          # bytes: the capacity where the trace does not record it
+    steps: Optional[slice] = None                # only the steps numbered in this slice (--steps A:B)
+    peaks: Optional[UserPeaks] = None            # --peak-flops/--peak-bandwidth
+    mesh: Optional[tuple] = None                 # the mesh's axes, ((name, size), ...), given with --mesh
+    documents: bool = False     # give each run's result document (small) rather than its Analysis (the whole profile)
+
+    def __post_init__(self):
+        if self.mesh is not None:       # [(name, size), ...] from parse_mesh: kept as tuples
+            object.__setattr__(self, "mesh", tuple(map(tuple, self.mesh)))
+
+    def analyze(self, profile: Profile) -> Analysis:
+        """The rules on a loaded run, with these settings."""
+        from advisor import rules as catalog
+
+        if self.device_memory:
+            profile.device_capacity_bytes = self.device_memory
+            profile.notes.append(f"device memory capacity {self.device_memory:,} bytes, as given on the command line")
+        options = self.options or {}
+        _views(profile, self.mesh, options)
+        rules = list(catalog.ALL) if self.rules is None else list(self.rules)
+        findings = []
+        coverage: dict[str, Any] = {"ran": [], "could_not_run": [], "other_backends": []}
+        for rule in rules:
+            if profile.backend not in rule.backends:
+                coverage["other_backends"].append(rule.id)
+                continue
+            lacks = rule.missing(profile)
+            try:
+                found = rule.run(profile, options.get(rule.id))
+            except Exception as err:  # noqa: BLE001 - one broken rule must not hide the others' findings
+                found = []
+                profile.notes.append(f"internal error in rule {rule.id}: {type(err).__name__}: {err} "
+                                     "(please report it; the other rules ran)")
+            findings.extend(found)
+            if lacks and not found:     # run all the same: a rule's needs never hide a finding
+                coverage["could_not_run"].append({"rule": rule.id, "why": "; ".join(lacks)})
+            else:
+                coverage["ran"].append(rule.id)
+        findings.sort(key=sort_key)
+        if profile.device_capacity_bytes is None and any(r.id == "unneeded-grad-accumulation" for r in rules):
+            note = ("device memory capacity unknown (the trace does not record it): unneeded-grad-accumulation "
+                    "was skipped; pass --device-memory to check it")
+            if note not in profile.notes:
+                profile.notes.append(note)
+        summary = summarize(profile)
+        summary["efficiency"] = efficiency(profile, self.peaks)
+        from .sources import shorten
+        shorten(findings, summary, profile.run_metadata)
+        return Analysis(profile=profile, findings=findings, summary=summary, rules=coverage)
+
+    def result(self, analysis: Analysis) -> Union[Analysis, dict]:
+        return analysis.to_json() if self.documents else analysis
+
+
+def _views(profile: Profile, mesh=None, options: Optional[dict] = None) -> None:
+    """The derived views the rules read, computed once before them (mesh: the axes given with --mesh;
+    options: the rules' options, host-bound's threshold for the idle view)."""
+    from .views import idle, parallelism
+
+    idle.of(profile, ((options or {}).get("host-bound") or {}).get("min_idle_share"))
+    try:
+        parallelism.of(profile, mesh)
+    except Exception as err:  # noqa: BLE001 - a broken view must not stop the analysis
+        profile.views["parallelism"] = None
+        profile.notes.append(f"internal error in the parallelism view: {type(err).__name__}: {err} "
+                             "(please report it; the rules ran without it)")
+
+
+def run_job(unit, job: Job) -> list[Result]:
+    """Analyze one unit that locate found (a local run, or a run folder under a URL, fetched to a
+    private temporary folder and removed after): the unit of work of every engine."""
+    if isinstance(unit, RemoteRun):
+        try:
+            with fetched(unit) as local:
+                results = [_relabel(_one(run, job), str(local), unit.url) for run in find_runs(local)]
+        except AdvisorError as err:
+            results = [RunFailure(unit.url, str(err))]
+    else:
+        results = [_one(unit, job)]
+    return [job.result(r) if isinstance(r, Analysis) else r for r in results]
+
+
+def _one(run: RunFiles, job: Job) -> Union[Analysis, RunFailure]:
+    from .load import loader
+    from .trace_head import check_trace_head
+
+    try:
+        check_trace_head(run.xplane)     # before any reader starts on it (another host's file is skipped with a warning)
+        return job.analyze(loader.load_run(run, job.steps))
+    except AdvisorError as err:
+        return RunFailure(str(run.xplane), str(err))
+
+
+def _relabel(result: Union[Analysis, RunFailure], local: str, url: str) -> Union[Analysis, RunFailure]:
+    """Name a fetched run by its URL, never by the temporary folder it was read from."""
+    def swap(text: str) -> str:
+        if "::" not in url:
+            return text.replace(local, url)
+        # a chained URL (tar://a::file:///x.tar): the file's name goes into its first link
+        return re.sub(re.escape(local) + r"(/[^\s;,)]*)?", lambda m: url_join(url, m.group(1) or ""), text)
+
+    if isinstance(result, RunFailure):
+        return RunFailure(swap(result.path), swap(result.reason))
+    p = result.profile
+    p.path = swap(p.path)
+    for host in p.hosts:
+        host.path = swap(host.path)
+    p.notes[:] = [swap(n) for n in p.notes]
+    p.warnings[:] = [swap(w) for w in p.warnings]
+    return result
+
+
+def label(unit) -> str:
+    """How progress lines and failures name a unit of work."""
+    return str(unit.xplane) if isinstance(unit, RunFiles) else str(unit)
