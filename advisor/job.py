@@ -19,7 +19,7 @@ from .locate import RemoteRun, RunFiles, fetched, find_runs, url_join
 from .model import Profile
 from .peaks import UserPeaks
 from .rule import Rule
-from .views.efficiency import efficiency
+from .views import bound, efficiency, idle, parallelism
 from .views.summary import summarize
 
 
@@ -85,11 +85,9 @@ class Job:
         """The rules on a loaded run, with these settings."""
         from advisor import rules as catalog
 
-        if self.device_memory:
-            profile.device_capacity_bytes = self.device_memory
-            profile.notes.append(f"device memory capacity {self.device_memory:,} bytes, as given on the command line")
         options = self.options or {}
-        _views(profile, self.mesh, options)
+        self.bind(profile, catalog.ALL)
+        _views(profile)
         rules = list(catalog.ALL) if self.rules is None else list(self.rules)
         findings = []
         coverage: dict[str, Any] = {"ran": [], "could_not_run": [], "other_backends": []}
@@ -116,23 +114,39 @@ class Job:
             if note not in profile.notes:
                 profile.notes.append(note)
         summary = summarize(profile)
-        summary["efficiency"] = efficiency(profile, self.peaks)
+        summary["efficiency"] = efficiency.of(profile)
         from .sources import shorten
         shorten(findings, summary, profile.run_metadata)
         return Analysis(profile=profile, findings=findings, summary=summary, rules=coverage)
+
+    def bind(self, profile: Profile, rules: list[Rule]) -> None:
+        """The settings bound to the run once, before any view is computed: the device memory; the peaks,
+        else advisor calibrate's figures for the machine the run records; the mesh; the options of
+        `rules` that views read too (Rule.binds)."""
+        import socket
+
+        from .calibrate import for_trace
+
+        if self.device_memory:
+            profile.device_capacity_bytes = self.device_memory
+            profile.notes.append(f"device memory capacity {self.device_memory:,} bytes, as given on the command line")
+        calibration, unused = None, ""
+        if not self.peaks and profile.hosts:
+            calibration, unused = for_trace(profile.backend, profile.hosts[0].name, profile.run_metadata)
+        options = {name: value for rule in rules for name in rule.binds
+                   if (value := (self.options or {}).get(rule.id, {}).get(name)) is not None}
+        bound.bind(profile, bound.Settings(peaks=self.peaks, calibration=calibration, calibration_unused=unused,
+                                           this_host=socket.gethostname(), mesh=self.mesh, **options))
 
     def result(self, analysis: Analysis) -> Union[Analysis, dict]:
         return analysis.to_json() if self.documents else analysis
 
 
-def _views(profile: Profile, mesh=None, options: Optional[dict] = None) -> None:
-    """The derived views the rules read, computed once before them (mesh: the axes given with --mesh;
-    options: the rules' options, host-bound's threshold for the idle view)."""
-    from .views import idle, parallelism
-
-    idle.of(profile, ((options or {}).get("host-bound") or {}).get("min_idle_share"))
+def _views(profile: Profile) -> None:
+    """The views the rules read, computed before them (the notes they add come first)."""
+    idle.of(profile)
     try:
-        parallelism.of(profile, mesh)
+        parallelism.of(profile)
     except Exception as err:  # noqa: BLE001 - a broken view must not stop the analysis
         profile.views["parallelism"] = None
         profile.notes.append(f"internal error in the parallelism view: {type(err).__name__}: {err} "

@@ -35,6 +35,9 @@ class Rule:
     notes: Optional[Callable[[Profile], list[str]]] = None   # what the run's notes should say (e.g. warm-up)
     escalation: str = ""            # when a finding's severity rises above the default, e.g. "error when ..."
     needs: tuple[str, ...] = ()     # what it reads from the trace (keys of NEEDS)
+    # options that set the views' setting of the same name too (advisor/views/bound.py): host-bound's
+    # min_idle_share is the idle view's, so the efficiency verdict says host-bound exactly when it fires
+    binds: tuple[str, ...] = ()
 
     @property
     def severity_text(self) -> str:

@@ -100,7 +100,7 @@ def main() -> None:
     from advisor.load.xprof_tools import start_xprof
     from advisor.peaks import user_peaks
     from advisor.report.efficiency_text import pct, rate
-    from advisor.views.efficiency import op_rows
+    from advisor.views import ops
 
     peaks = user_peaks(args.peak_flops, args.peak_bandwidth)
     runs = [r for r in run_folders() if args.all or not str(r.relative_to(FIXTURES)).startswith(("corpus", "parallel"))]
@@ -118,7 +118,7 @@ def main() -> None:
             xplane = next(copy.rglob("*.xplane.pb"))
             protos = start_xprof(xplane).finish(None).hlo_protos
             execs = eff["program_executions"] or 1
-            ours = sum((r.flops or 0) for r in op_rows(profile).rows
+            ours = sum((r.flops or 0) for r in ops.of(profile).rows
                        if r.module == profile.step_module) / (execs / eff["devices"])
             xla = xla_flops(protos[profile.step_module]) if profile.step_module in protos else None
             xp = xprof_flops(xplane, profile.step_module)

@@ -16,6 +16,7 @@ import math
 from typing import Any, Optional
 
 from ..model import HloModule, Instruction, Profile
+from .bound import cached, settings
 
 ROLES = ("gradient-sync", "fsdp-gather", "fsdp-scatter", "pipeline-transfer", "tensor-parallel", "other")
 
@@ -132,13 +133,10 @@ class Parallelism:
                 "notes": list(self.notes)}
 
 
-def of(profile: Profile, mesh=None) -> Optional[Parallelism]:
-    """The view for `profile`, computed on first use and kept on it (the engine computes it before the
-    rules, with the mesh the user gave, if any)."""
-    views = profile.views
-    if "parallelism" not in views:
-        views["parallelism"] = build(profile, mesh)
-    return views["parallelism"]
+def of(profile: Profile) -> Optional[Parallelism]:
+    """The run's parallelism, with the mesh the user gave if any (the bound settings); None for a
+    single device or a run whose step program has no HLO."""
+    return cached(profile, "parallelism", lambda p: build(p, settings(p).mesh))
 
 
 # -- building ---------------------------------------------------------------------------------------------
