@@ -46,16 +46,19 @@ class Report:
         import json
         return json.loads(self.to_json())
 
+    def documents(self) -> list[dict]:
+        """Each run's result document, what every report renders (Analysis.document())."""
+        return [a.document() for a in self.runs]
+
     def to_json(self) -> str:
         """Exactly the document `advisor analyze --format json` prints."""
         from .report.json_report import render
-        return render([a.to_json() for a in self.runs], self.read_from, self.command,
-                      failed=[f.to_json() for f in self.failed])
+        return render(self.documents(), self.read_from, self.command, failed=[f.to_json() for f in self.failed])
 
     def to_text(self) -> str:
         """The CLI's text report, as `advisor analyze PATH --output report.txt` writes it (no colour)."""
         from .report.text import render_plain
-        return render_plain([a.to_json() for a in self.runs], [f.to_json() for f in self.failed], self.read_from)
+        return render_plain(self.documents(), [f.to_json() for f in self.failed], self.read_from)
 
     def __str__(self) -> str:
         """print(report) prints the text report; repr(report) stays one line."""
@@ -63,7 +66,7 @@ class Report:
 
     def to_html(self) -> str:
         from .report.html import render_report
-        return render_report(self)
+        return render_report(self.documents(), self.read_from, self.command, [f.to_json() for f in self.failed])
 
     def save_html(self, path: Union[str, Path]) -> Path:
         """Raises AdvisorError for a path that is one of the traces read, or inside their run folders."""

@@ -177,34 +177,21 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
     and the exit code is 3 (the others are reported). A report of many runs ends with a fleet table.
     Rule selection and thresholds also come from [tool.advisor] in ./pyproject.toml or [advisor] in ./setup.cfg.
     """
-    from .engine import default_jobs
+    from .engine import default_jobs, iter_results
+    from .job import Job
+    from .settings import parse_steps_flag
 
     _check_output(fmt, output)
     refuse_overwrite({"--output": output}, [path])
     if ray_address and engine != "ray":
         raise AdvisorError("--ray-address joins a Ray cluster: give --engine ray too")
-    from .settings import parse_steps_flag
-
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
-    run_options = {"jobs": jobs or default_jobs(), "engine": engine, "ray_address": ray_address,
-                   "steps": parse_steps_flag(steps_text), "peaks": resolve_peaks(peak_flops, peak_bandwidth),
-                   "mesh": _mesh_flag(mesh_text)}
-    progress = _progress(sys.stderr.isatty())
-    if compile_advice and fmt == "jsonl":
-        raise AdvisorError("--compile-check needs the whole report: use --format text, json or html")
-    if fmt == "html" or compile_advice:
-        from .api import analyze as analyze_api
-
-        report = analyze_api(path, [r.id for r in rules], options=options, device_memory=capacity,
-                             progress=progress, **run_options)
-        if compile_advice:
-            from .verification import compile_check_trace
-            for analysis in report.runs:
-                compile_check_trace(analysis, _progress(True))
-        _emit(report, fmt, output)
-        failed = [f.to_json() for f in report.failed]
-    else:
-        failed = _analyze_docs(path, fmt, output, rules, options, capacity, progress, run_options)
+    job = Job(tuple(rules), options, capacity, parse_steps_flag(steps_text), resolve_peaks(peak_flops, peak_bandwidth),
+              _mesh_flag(mesh_text), compile_check=compile_advice, documents=True)
+    results = iter_results(path, job, jobs=jobs or default_jobs(), engine=engine, ray_address=ray_address,
+                           progress=_progress(sys.stderr.isatty()),
+                           notice=lambda msg: _err.print(terminal(f"advisor: note: {msg}")))
+    failed = _emit(results, fmt, output, path)
     if failed:
         for f in failed:
             _err.print(terminal(f"advisor: not analyzed: {f['reason']}"))
@@ -219,50 +206,6 @@ def _mesh_flag(text):
         return parse_mesh(text)
     except ValueError as err:
         raise AdvisorError(f"--mesh: {err}") from None
-
-
-def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progress, run_options) -> list[dict]:
-    """Text, JSON or JSON lines: the runs come back from the engine as their JSON documents (the
-    profiles stay in the processes that read them); jsonl prints each as soon as it is in order."""
-    from .engine import iter_results
-    from .job import Job, RunFailure
-
-    how = {k: run_options.pop(k) for k in ("jobs", "engine", "ray_address")}
-    job = Job(tuple(rules), options, capacity, documents=True, **run_options)
-    results = iter_results(path, job, **how, progress=progress,
-                           notice=lambda msg: _err.print(terminal(f"advisor: note: {msg}")))
-    docs, failed = [], []
-    if fmt == "jsonl":
-        from .report.json_report import jsonl_line
-
-        with (atomic_open(output) if output else contextlib.nullcontext(None)) as fh:
-            for result in results:
-                item = result.to_json() if isinstance(result, RunFailure) else result
-                if isinstance(result, RunFailure):
-                    failed.append(item)
-                click.echo(jsonl_line(item, path), file=fh)
-        if output:
-            _err.print(terminal(f"advisor: report written to {output}"))
-        return failed
-    for result in results:
-        if isinstance(result, RunFailure):
-            failed.append(result.to_json())
-        else:
-            docs.append(result)
-    if fmt == "json":
-        from .report.json_report import render
-        _write(output, render(docs, path, "analyze", failed=failed))
-    elif output:
-        from .report.text import render_plain
-        with atomic_open(output) as fh:
-            fh.write(render_plain(docs, failed, path))
-        _err.print(terminal(f"advisor: report written to {output}"))
-    else:
-        from .report.text import render
-        with github_commands_off():
-            render(docs, layout.console(), failed,
-                   path)
-    return failed
 
 
 @main.command("run-workload")
@@ -326,13 +269,13 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
 
     progress("analyzing")
     analyses = analyze_path(run_dir, Job(tuple(rules), options, capacity or limit))
-    from .verification import compile_check, verify_workload
+    from .compile_check import compile_check
+    from .verification import verify_workload
     if compile_advice and hosts == 1:
         compile_check(name, preset, items, analyses[0], progress)
     if verify:
         verify_workload(name, preset, items, analyses[0], logdir, progress, limit)
-    from .api import Report
-    _emit(Report(analyses, [], str(run_dir), "run-workload"), fmt, output)
+    _emit([a.document() for a in analyses], fmt, output, str(run_dir), "run-workload")
 
 
 def _report_oom(name, preset, items, err, fmt, progress) -> None:
@@ -349,7 +292,7 @@ def _report_oom(name, preset, items, err, fmt, progress) -> None:
                        "device_capacity_bytes": err.capacity, "modules": 0,
                        "run": {"workload": name, "preset": preset}},
            "findings": [finding.to_json()], "notes": [f"not run: {finding.title}"], "warnings": []}
-    _print_docs([doc], fmt, f"{name} ({preset})", "run-workload")
+    _emit([{"run": doc, "views": {}}], fmt, None, f"{name} ({preset})", "run-workload")
 
 
 @main.command("compare")
@@ -369,20 +312,20 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
 
     _check_output(fmt, output)
     refuse_overwrite({"--output": output}, [base, new])
-    job = Job(peaks=resolve_peaks(peak_flops, peak_bandwidth))
+    job = Job(peaks=resolve_peaks(peak_flops, peak_bandwidth), documents=True)
     pairs = match_runs(analyze_path(base, job), analyze_path(new, job), base, new)
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
                            "or two folders that hold runs in same-named subfolders")
-    from .run_label import run_info
-    results = [(name, compare(metrics(b), metrics(n), run_info(b.profile.run_metadata), run_info(n.profile.run_metadata)))
+    from .run_label import from_summary
+    results = [(name, compare(metrics(b), metrics(n), *(from_summary(d["run"]["summary"].get("run")) for d in (b, n))))
                for name, b, n in pairs]
     if fmt == "html":
         from .report.html import render_compare
         _write(output, render_compare(results, str(base), str(new)))
     elif fmt == "json":
         from .report.json_report import dumps, envelope
-        warnings = [f"{a.profile.path}: {w}" for _, b, n in pairs for a in (b, n) for w in a.profile.warnings]
+        warnings = [w for _, b, n in pairs for d in (b, n) for w in d["run"]["warnings"]]
         click.echo(dumps(envelope("compare", [base, new],
                                   {"pairs": [{"name": name, **c.to_json()} for name, c in results]}, warnings)))
     else:
@@ -451,13 +394,9 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     Under GitHub Actions it also writes ::error/::warning annotations and appends a
     Markdown summary to $GITHUB_STEP_SUMMARY.
     """
-    import os
-
-    from . import cleanup
-    from .check import StepTimeEvidence, parse_percent, read_baseline_doc, run_check, save_baseline
-    from .engine import analyze_path
+    from . import check
     from .job import Job
-    from .timing import confirm, measure, programs_by_side, remeasure, start_sides
+    from .report import ci
 
     if bool(path) == bool(workload):
         raise AdvisorError("give either a trace PATH or --workload NAME to check")
@@ -470,91 +409,32 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                      [path])
     # --write-baseline onto --baseline updates it (read first, replaced whole): the other outputs never
     refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out}, [baseline])
-    step_budget = parse_percent(max_step_time_regression, "--max-step-time-regression")
-    memory_budget = parse_percent(max_memory_regression, "--max-memory-regression")
-    mfu_floor = parse_percent(min_mfu, "--min-mfu") if min_mfu is not None else None
-    peaks = resolve_peaks(peak_flops, peak_bandwidth)
-    base, base_workload = read_baseline_doc(baseline) if baseline else (None, None)
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
-    workload_info = None
-    evidence = StepTimeEvidence()
-    workers = []
-    progress = _progress(True)
-    try:
-        with contextlib.ExitStack() as stack:
-            tmp = cleanup.mkdtemp("check")
-            stack.callback(cleanup.remove, tmp)
-            if workload:
-                from advisor import workloads
-                from .runner import profile_workload
-
-                items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
-                config = workloads.resolve(workload, preset, items)
-                new_spec = {"workload": workload, "preset": preset, "overrides": list(overrides)}
-                if base_python or (base is not None and base_workload):
-                    base_spec = ({"workload": base_workload["name"], "preset": base_workload.get("preset", "tiny"),
-                                  "overrides": list(base_workload.get("overrides", []))}
-                                 if base_workload else new_spec)
-                    if base_python:
-                        evidence.base_label = f"base side run by {base_python}"
-                    else:
-                        evidence.base_label = "baseline's configuration (" + " ".join(
-                            [base_spec["workload"], base_spec["preset"], *base_spec["overrides"]]) + ")"
-                    def start_pair():
-                        return start_sides(base_spec, new_spec, base_python)
-                    # started now: they compile while this process profiles the candidate
-                    workers = start_pair()
-                path = profile_workload(workload, preset, config, logdir or Path(tmp), progress)
-                workload_info = {"name": workload, "preset": preset, "overrides": items}
-            analyses = analyze_path(path, Job(tuple(rules), options, capacity, peaks=peaks))
-            if len(analyses) != 1:
-                raise AdvisorError(f"{path}: holds {len(analyses)} runs; check takes one run (give its run folder)")
-            (analysis,) = analyses
-            if analysis.partial and not allow_partial:
-                raise AdvisorError(f"cannot judge: the analysis of {analysis.profile.path} is partial "
-                                   f"({'; '.join(analysis.profile.warnings)}); pass --allow-partial to judge "
-                                   "what could be read")
-            if write_baseline:
-                save_baseline(write_baseline, analysis, workload_info, kept=not (workload and logdir is None))
-                _err.print(terminal(f"advisor: baseline written to {write_baseline}"))
-                if not base and not workers:
-                    sys.exit(0)
-            if workers:
-                first = measure(*workers, step_budget, rounds, round_steps, progress)
-                evidence.paired, again = confirm(first, start_pair, step_budget, rounds, round_steps, progress)
-                workers += again
-                evidence.programs = programs_by_side(workers)
-            result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
-                               evidence, strict_time, mfu_floor)
-            time_check = next((c for c in result.checks if c.name == "budget:step-time"), None)
-            if workload and not workers and time_check is not None and time_check.level == "error" \
-                    and not time_check.passed:
-                # slower than a recorded baseline: measure again before believing it
-                progress("step time over budget against the recorded baseline: measuring again")
-                evidence.remeasured_ms = remeasure(new_spec)
-                evidence.load = max(os.getloadavg()[0] - 1, 0.0) / (os.cpu_count() or 1)
-                result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
-                                   evidence, strict_time, mfu_floor)
-    finally:
-        for w in workers:
-            w.close()
-    from .report import ci
-
+    request = check.Request(
+        Job(tuple(rules), options, capacity, peaks=resolve_peaks(peak_flops, peak_bandwidth)), path, workload, preset,
+        tuple(overrides), steps, logdir, baseline, write_baseline, fail_on,
+        check.parse_percent(max_step_time_regression, "--max-step-time-regression"),
+        check.parse_percent(max_memory_regression, "--max-memory-regression"),
+        check.parse_percent(min_mfu, "--min-mfu") if min_mfu is not None else None,
+        base_python, rounds, round_steps, strict_time, allow_partial)
+    result = check.run(request, _progress(True), lambda line: _err.print(terminal(line)))
+    if result is None:      # the baseline written: nothing to judge
+        sys.exit(0)
     if junit:
         ci.junit(result, junit)
     if sarif:
         ci.sarif(result, rules, sarif)
     if html_out:
-        from .api import Report
-        label = f"{workload} ({preset}) {' '.join(items)}".strip() if workload and logdir is None else str(path)
         from .report.html import render_report
-        write_text(html_out, render_report(Report([analysis], [], label, "check"), result))
+        label = (f"{workload} ({preset}) {' '.join(request.items)}".strip() if workload and logdir is None
+                 else result.path)      # a temporary folder is not named
+        write_text(html_out, render_report([result.document], label, "check", check=result))
     ci.github(result)
     if fmt == "json":
         from .report.json_report import dumps, envelope
-        warnings = [f"{analysis.profile.path}: {w}" for w in analysis.profile.warnings]
+        warnings = list(result.document["run"]["warnings"])
         warnings += [c.message for c in result.checks if c.passed and c.message.startswith("step time not judged")]
-        inputs = [str(path)] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else [])
+        inputs = [result.path] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else [])
         click.echo(dumps(envelope("check", inputs, {"check": result.to_json()}, warnings)))
     else:
         from .report.check_text import render
@@ -704,33 +584,46 @@ def _write(output, text: str) -> None:
         click.echo(text)
 
 
-def _emit(report, fmt: str, output) -> None:
-    """A Report as text, JSON or HTML, on stdout or into --output."""
+def _emit(results, fmt: str, output, read_from: str, command: str = "analyze") -> list[dict]:
+    """The runs' result documents (and the runs that could not be read, RunFailure) as text, JSON, JSON
+    lines or HTML, on stdout or into --output; jsonl prints each run as soon as it and the runs before
+    it are done. Returns the failures, {"path", "reason"}."""
+    from .job import RunFailure
+
+    documents, failed = [], []
+    if fmt == "jsonl":
+        from .report.json_report import jsonl_line
+
+        with (atomic_open(output) if output else contextlib.nullcontext(None)) as fh:
+            for result in results:
+                item = result.to_json() if isinstance(result, RunFailure) else result
+                if isinstance(result, RunFailure):
+                    failed.append(item)
+                click.echo(jsonl_line(item, read_from, command), file=fh)
+        if output:
+            _err.print(terminal(f"advisor: report written to {output}"))
+        return failed
+    for result in results:
+        if isinstance(result, RunFailure):
+            failed.append(result.to_json())
+        else:
+            documents.append(result)
     if fmt == "html":
-        _write(output, report.to_html())
+        from .report.html import render_report
+        _write(output, render_report(documents, read_from, command, failed))
     elif fmt == "json":
-        _write(output, report.to_json())
-    elif output:
-        with atomic_open(output) as fh:
-            fh.write(report.to_text())
-        _err.print(terminal(f"advisor: report written to {output}"))
-    else:
-        _print(report.runs, fmt, report.read_from, report.command, report.failed)
-
-
-def _print(analyses, fmt: str, read_from: str, command: str = "analyze", failed=()) -> None:
-    _print_docs([a.to_json() for a in analyses], fmt, read_from, command, [f.to_json() for f in failed])
-
-
-def _print_docs(docs: list[dict], fmt: str, read_from: str, command: str = "analyze", failed=()) -> None:
-    if fmt == "json":
         from .report.json_report import render
-        click.echo(render(docs, read_from, command, failed=failed))
+        _write(output, render(documents, read_from, command, failed=failed))
+    elif output:
+        from .report.text import render_plain
+        with atomic_open(output) as fh:
+            fh.write(render_plain(documents, failed, read_from))
+        _err.print(terminal(f"advisor: report written to {output}"))
     else:
         from .report.text import render
         with github_commands_off():
-            render(docs, layout.console(),
-                   list(failed), read_from)
+            render(documents, layout.console(), failed, read_from)
+    return failed
 
 
 def entry() -> None:

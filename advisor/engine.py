@@ -93,7 +93,7 @@ def _in_order(results: Iterator[tuple[int, list[Result]]]) -> Iterator[tuple[int
 def _local_results(units, job: Job, progress) -> Iterator[tuple[int, list[Result]]]:
     for i, unit in enumerate(units):
         progress(f"reading {label(unit)} ({i + 1}/{len(units)})")
-        yield i, run_job(unit, job)
+        yield i, run_job(unit, job, progress)
 
 
 _DIED = ("the process analyzing it died (a crash in a native library, or out of memory); "

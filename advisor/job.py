@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .errors import AdvisorError
 from .findings import Finding, sort_key
@@ -19,8 +19,7 @@ from .locate import RemoteRun, RunFiles, fetched, find_runs, url_join
 from .model import Profile
 from .peaks import UserPeaks
 from .rule import Rule
-from .views import bound, efficiency, idle, parallelism
-from .views.summary import summarize
+from .views import bound, idle, memory, parallelism, step_time, summary as summary_view
 
 
 @dataclasses.dataclass
@@ -45,6 +44,14 @@ class Analysis:
             "warnings": [f"{p.path}: {w}" for w in p.warnings],
             "rules": self.rules,
         }
+
+    def document(self) -> dict:
+        """The run's result document, what every renderer reads: `run`, what `--format json` prints for
+        it; `views`, the figures of its views that the JSON leaves out and the other reports draw (each
+        step's time, op time by category, what is live at the memory peak)."""
+        p = self.profile
+        return {"run": self.to_json(),
+                "views": {"step_time": step_time.of(p).to_json(), "memory": memory.of(p).to_json()}}
 
     @property
     def partial(self) -> bool:
@@ -75,14 +82,16 @@ class Job:
     steps: Optional[slice] = None                # only the steps numbered in this slice (--steps A:B)
     peaks: Optional[UserPeaks] = None            # --peak-flops/--peak-bandwidth
     mesh: Optional[tuple] = None                 # the mesh's axes, ((name, size), ...), given with --mesh
+    compile_check: bool = False     # compile each recommended config change of a bundled workload's run first
     documents: bool = False     # give each run's result document (small) rather than its Analysis (the whole profile)
 
     def __post_init__(self):
         if self.mesh is not None:       # [(name, size), ...] from parse_mesh: kept as tuples
             object.__setattr__(self, "mesh", tuple(map(tuple, self.mesh)))
 
-    def analyze(self, profile: Profile) -> Analysis:
-        """The rules on a loaded run, with these settings."""
+    def analyze(self, profile: Profile, progress: Callable[[str], None] = lambda msg: None) -> Analysis:
+        """The rules on a loaded run, with these settings; their advice checked by compiling it, with
+        compile_check (advisor/compile_check.py)."""
         from advisor import rules as catalog
 
         options = self.options or {}
@@ -113,11 +122,13 @@ class Job:
                     "was skipped; pass --device-memory to check it")
             if note not in profile.notes:
                 profile.notes.append(note)
-        summary = summarize(profile)
-        summary["efficiency"] = efficiency.of(profile)
         from .sources import shorten
-        shorten(findings, summary, profile.run_metadata)
-        return Analysis(profile=profile, findings=findings, summary=summary, rules=coverage)
+        shorten(findings, profile.run_metadata)
+        analysis = Analysis(profile=profile, findings=findings, summary=summary_view.of(profile), rules=coverage)
+        if self.compile_check:
+            from .compile_check import compile_check_trace
+            compile_check_trace(analysis, progress)
+        return analysis
 
     def bind(self, profile: Profile, rules: list[Rule]) -> None:
         """The settings bound to the run once, before any view is computed: the device memory; the peaks,
@@ -139,7 +150,7 @@ class Job:
                                            this_host=socket.gethostname(), mesh=self.mesh, **options))
 
     def result(self, analysis: Analysis) -> Union[Analysis, dict]:
-        return analysis.to_json() if self.documents else analysis
+        return analysis.document() if self.documents else analysis
 
 
 def _views(profile: Profile) -> None:
@@ -153,27 +164,27 @@ def _views(profile: Profile) -> None:
                              "(please report it; the rules ran without it)")
 
 
-def run_job(unit, job: Job) -> list[Result]:
+def run_job(unit, job: Job, progress: Callable[[str], None] = lambda msg: None) -> list[Result]:
     """Analyze one unit that locate found (a local run, or a run folder under a URL, fetched to a
     private temporary folder and removed after): the unit of work of every engine."""
     if isinstance(unit, RemoteRun):
         try:
             with fetched(unit) as local:
-                results = [_relabel(_one(run, job), str(local), unit.url) for run in find_runs(local)]
+                results = [_relabel(_one(run, job, progress), str(local), unit.url) for run in find_runs(local)]
         except AdvisorError as err:
             results = [RunFailure(unit.url, str(err))]
     else:
-        results = [_one(unit, job)]
+        results = [_one(unit, job, progress)]
     return [job.result(r) if isinstance(r, Analysis) else r for r in results]
 
 
-def _one(run: RunFiles, job: Job) -> Union[Analysis, RunFailure]:
+def _one(run: RunFiles, job: Job, progress) -> Union[Analysis, RunFailure]:
     from .load import loader
     from .trace_head import check_trace_head
 
     try:
         check_trace_head(run.xplane)     # before any reader starts on it (another host's file is skipped with a warning)
-        return job.analyze(loader.load_run(run, job.steps))
+        return job.analyze(loader.load_run(run, job.steps), progress)
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err))
 

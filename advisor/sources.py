@@ -38,8 +38,8 @@ def shown(text: str, recorded_by_advisor: bool) -> str:
     return text
 
 
-def shorten(findings, summary: dict, run_metadata: dict) -> None:
-    """The findings' sources and the device memory profile's sites, in place."""
+def shorten(findings, run_metadata: dict) -> None:
+    """The findings' sources, in place (the summary's memory sites are shown so by the summary view)."""
     ours = bool(isinstance(run_metadata, dict) and run_metadata.get("workload"))
     for f in findings:
         if not f.source:
@@ -50,6 +50,3 @@ def shorten(findings, summary: dict, run_metadata: dict) -> None:
             f.title = f.title.replace(old_file, new_file)
             f.recommendation.text = f.recommendation.text.replace(old_file, new_file)
             f.source = new
-    for entry in summary.get("device_memory_profile", []):
-        for site in entry.get("largest_sites", []):
-            site["site"] = shown(site["site"], ours)

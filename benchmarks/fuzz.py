@@ -139,9 +139,9 @@ def check_outputs(analysis) -> str:
     def refuse(name):
         raise ValueError(f"{name} in the JSON report")
     try:
-        json.loads(json_report.render([analysis.to_json()], "fuzz"), parse_constant=refuse)
+        json.loads(json_report.render([analysis.document()], "fuzz"), parse_constant=refuse)
         out = io.StringIO()
-        text.render([analysis.to_json()], Console(file=out, width=160, highlight=False, soft_wrap=True), [], "")
+        text.render([analysis.document()], Console(file=out, width=160, highlight=False, soft_wrap=True), [], "")
     except Exception as err:  # noqa: BLE001 - a renderer that fails is what the fuzzer hunts too
         return f"output: {type(err).__name__}: {err}"
     bad = re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", out.getvalue())

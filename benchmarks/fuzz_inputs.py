@@ -191,7 +191,7 @@ class Harness:
         from advisor.check import save_baseline
         from advisor.job import Job
         self.baseline = self.tmp / "good_baseline.json"
-        save_baseline(self.baseline, Job().analyze(self.profiles[0]), None)
+        save_baseline(self.baseline, Job().analyze(self.profiles[0]).document(), None)
 
     def analyze(self, rng, rules=None, options=None, capacity=None, peaks=None, meta=None):
         """The rules on a loaded run, rendered; the profile restored after."""
@@ -215,7 +215,7 @@ class Harness:
         from rich.console import Console
 
         from advisor.report import json_report, text
-        doc = analysis.to_json()
+        doc = analysis.document()
         text.render([doc], Console(file=io.StringIO(), width=160, highlight=False, soft_wrap=True), [], "")
         json.loads(json_report.render([doc], "x"), parse_constant=_refuse)
 
@@ -307,7 +307,7 @@ class Harness:
         self.last = f"baseline: {text[:300]!r}"
         base, _ = read_baseline_doc(path)
         analysis = Job().analyze(self.profiles[0])
-        result = run_check(analysis, base, "error", 0.1, 0.05, list(self.rules))
+        result = run_check(analysis.document(), base, "error", 0.1, 0.05, list(self.rules))
         ci.junit(result, self.tmp / "junit.xml")
         ET.parse(self.tmp / "junit.xml")
         ci.markdown(result)

@@ -20,7 +20,7 @@ def scan_doc():
 
 def _on_terminal(doc, width: int) -> list[str]:
     out = io.StringIO()
-    text.render([doc], layout.console(out, terminal=True, width=width))
+    text.render([{"run": doc}], layout.console(out, terminal=True, width=width))
     return [ANSI.sub("", line) for line in out.getvalue().splitlines()]
 
 

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from ..run_label import from_summary, label
 from ..units import mib
-from . import charts, coverage, efficiency_html, escape
+from . import charts, coverage, efficiency_html, escape, json_report
 from .charts import STYLE
 
 CSS = """
@@ -99,18 +99,18 @@ def _verified(rule: str, v: dict) -> str:
                   f"verify {rule}: before and after")
 
 
-def figures(doc: dict, analysis=None) -> list[str]:
-    """The charts of one run (each with its table): the drawing part of a run's section, which needs
-    matplotlib and, for the step and memory plots, the Analysis itself (not only its document)."""
+def figures(document: dict) -> list[str]:
+    """The charts of one run's result document (each with its table): the drawing part of a run's
+    section, which needs matplotlib."""
     import matplotlib
 
     with matplotlib.rc_context(STYLE):
-        return _figures(doc, analysis)
+        return _figures(document["run"], document.get("views"))
 
 
-def _figures(doc: dict, analysis=None) -> list[str]:
+def _figures(doc: dict, views: Optional[dict]) -> list[str]:
     s = doc["summary"]
-    out = _plots(analysis, s) if analysis is not None else []
+    out = _plots(views, s) if views else []
     out += _device_chart(s)
     out += _parallelism_charts(s.get("parallelism"))
     out += efficiency_html.figures(s.get("efficiency"))
@@ -165,8 +165,8 @@ def run_section(doc: dict, charts: list[str], finding_extra=None) -> str:
     return "".join(out)
 
 
-def _run(doc: dict, analysis=None) -> str:
-    return run_section(doc, _figures(doc, analysis))
+def _run(doc: dict, views: Optional[dict]) -> str:
+    return run_section(doc, _figures(doc, views))
 
 
 def _device_chart(summary: dict) -> list[str]:
@@ -248,43 +248,44 @@ def _schedule_chart(pipe: dict) -> str:
     return charts.chart(charts.svg(fig), table, "pipeline schedule")
 
 
-def _plots(analysis, summary: dict) -> list[str]:
-    from ..compare import metrics
-
-    m = metrics(analysis)
+def _plots(views: dict, summary: dict) -> list[str]:
+    """Each step's time, op time by category, and what is live at the memory peak (the views the JSON
+    leaves out)."""
+    step_times, categories = views["step_time"]["step_times_ms"], views["step_time"]["category_ms_per_step"]
     out = []
-    if m.step_times_ms:
+    if step_times:
         fig, ax = charts.figure(6.0, 2.2)
-        ax.plot(range(len(m.step_times_ms)), m.step_times_ms, marker="o", color="#2e86c1")
-        ax.set_xticks(range(len(m.step_times_ms)))
+        ax.plot(range(len(step_times)), step_times, marker="o", color="#2e86c1")
+        ax.set_xticks(range(len(step_times)))
         ax.set_xlabel("step")
         ax.set_ylabel("ms")
         ax.set_ylim(bottom=0)
         ax.set_title("step time per step", loc="left")
-        out.append(charts.chart(charts.svg(fig), charts.table(["step", "ms"], [[i, t] for i, t in enumerate(m.step_times_ms)],
-                                            f"step time per step ({summary.get('steps_from')})"), "step time"))
-    cats = dict(list(m.category_ms_per_step.items())[:12])
+        out.append(charts.chart(charts.svg(fig), charts.table(["step", "ms"], [[i, t] for i, t in enumerate(step_times)],
+                                                              f"step time per step ({summary.get('steps_from')})"),
+                                "step time"))
+    cats = dict(list(categories.items())[:12])
     if cats:
         out.append(charts.chart(charts.barh(list(cats), list(cats.values()), "ms per step", "op time by category"),
                           charts.table(["category", "ms per step"], [[k, v] for k, v in cats.items()],
                                  "op time by category, per step"), "op time by category"))
-    mem = analysis.profile.memory
+    mem = views.get("memory")
     if mem:
-        groups: dict[str, int] = {}
-        for b in mem.buffers:
-            groups[b.group] = mem.group_bytes(b.group)
-        groups = dict(sorted(groups.items(), key=lambda kv: -kv[1]))
+        groups = mem["by_kind"]
         out.append(charts.chart(charts.barh(list(groups), [v / 2**20 for v in groups.values()], "MiB",
-                                f"memory at peak by kind ({mem.module})", "#8e44ad"),
-                          charts.table(["kind", "MiB"], [[k, round(v / 2**20, 2)] for k, v in groups.items()],
-                                 f"memory at peak by kind: {mib(mem.peak_bytes)} in all"), "memory at peak by kind"))
-        largest = sorted(mem.buffers, key=lambda b: -b.bytes)[:10]
-        labels = [f"{b.shape} {b.instruction}" for b in largest]
-        out.append(charts.chart(charts.barh(labels, [b.bytes / 2**20 for b in largest], "MiB", "largest buffers at peak",
-                                "#8e44ad"),
-                          charts.table(["buffer", "shape", "kind", "MiB"],
-                                 [[b.instruction, b.shape, b.group, round(b.bytes / 2**20, 2)] for b in largest],
-                                 "the 10 largest buffers live at the peak"), "largest buffers"))
+                                            f"memory at peak by kind ({mem['module']})", "#8e44ad"),
+                                charts.table(["kind", "MiB"], [[k, round(v / 2**20, 2)] for k, v in groups.items()],
+                                             f"memory at peak by kind: {mib(mem['peak_bytes'])} in all"),
+                                "memory at peak by kind"))
+        largest = mem["largest"]
+        labels = [f"{b['shape']} {b['instruction']}" for b in largest]
+        out.append(charts.chart(charts.barh(labels, [b["bytes"] / 2**20 for b in largest], "MiB",
+                                            "largest buffers at peak", "#8e44ad"),
+                                charts.table(["buffer", "shape", "kind", "MiB"],
+                                             [[b["instruction"], b["shape"], b["group"], round(b["bytes"] / 2**20, 2)]
+                                              for b in largest],
+                                             "the 10 largest buffers live at the peak"),
+                                "largest buffers"))
     return out
 
 
@@ -302,13 +303,15 @@ def page(title: str, body: str) -> str:
             f"<h1>{_e(title)}</h1><p class=meta>advisor {_e(__version__)}</p>{body}</body></html>\n")
 
 
-def render_report(report, check=None) -> str:
-    """The HTML of an advisor.Report (analyze, run-workload, trace); `check`: the CheckResult of
-    `advisor check`, whose verdict leads the page."""
+def render_report(documents: list[dict], read_from: str, command: str = "analyze", failed: list[dict] = (),
+                  check=None) -> str:
+    """The HTML of the runs' result documents (analyze, run-workload, trace; failed: [{"path", "reason"}]
+    of the runs that could not be read); `check`: the CheckResult of `advisor check`, whose verdict leads
+    the page."""
     import matplotlib
 
     with matplotlib.rc_context(STYLE):
-        return _render_report(report, check)
+        return _render_report(documents, read_from, command, list(failed), check)
 
 
 def _verdict(check) -> str:
@@ -318,13 +321,14 @@ def _verdict(check) -> str:
             + (f"<ul>{items}</ul>" if items else f"<p>all {len(check.checks)} checks passed</p>") + "</section>")
 
 
-def _render_report(report, check=None) -> str:
-    docs = json.loads(report.to_json())
-    parts = ([_verdict(check)] if check is not None else []) + [_run(doc, a) for doc, a in zip(docs["runs"], report.runs)]
+def _render_report(documents: list[dict], read_from: str, command: str, failed: list[dict], check) -> str:
+    docs = json.loads(json_report.render(documents, read_from, command, failed=failed))     # as the JSON has them
+    parts = ([_verdict(check)] if check is not None else []) + [_run(doc, d.get("views"))
+                                                                 for doc, d in zip(docs["runs"], documents)]
     if docs["failed"]:
         parts.append("<h2>Runs not analyzed</h2><ul>" + "".join(
             f"<li><code>{_e(f['path'])}</code>: {_e(f['reason'])}</li>" for f in docs["failed"]) + "</ul>")
-    return page(f"advisor {docs['command']}: {report.read_from}", "".join(parts))
+    return page(f"advisor {command}: {read_from}", "".join(parts))
 
 
 def render_compare(results: list, base: str, new: str) -> str:
