@@ -7,7 +7,6 @@ but not others (see advisor/errors.py).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import sys
@@ -19,7 +18,7 @@ from rich.console import Console
 from . import __version__
 from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
-from .outputs import atomic_open, refuse_overwrite, write_text
+from .outputs import refuse_overwrite, write_text
 from .report import layout
 from .report.escape import github_commands_off, terminal, visible
 
@@ -260,8 +259,10 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
     try:
         if hosts == 1:
             run_dir = profile_workload(name, preset, config, logdir, progress, limit)
-    except OutOfMemory as err:
-        _report_oom(name, preset, items, err, "json" if fmt == "html" else fmt, progress)
+    except OutOfMemory as err:       # the report is the finding that says which changes fit (--output aside)
+        from .memory_plan import out_of_memory_document
+        _emit([out_of_memory_document(name, preset, items, err, progress)], "json" if fmt == "html" else fmt, None,
+              f"{name} ({preset})", "run-workload")
         return
     progress(f"trace written to {run_dir}")
     from .engine import analyze_path
@@ -276,23 +277,6 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
     if verify:
         verify_workload(name, preset, items, analyses[0], logdir, progress, limit)
     _emit([a.document() for a in analyses], fmt, output, str(run_dir), "run-workload")
-
-
-def _report_oom(name, preset, items, err, fmt, progress) -> None:
-    import jax
-
-    from .memory_plan import out_of_memory_finding
-
-    finding = out_of_memory_finding(name, preset, items, err, progress)
-    device = jax.devices()[0]
-    doc = {"path": None, "backend": device.platform, "device": device.device_kind,
-           "summary": {"steps": 0, "step_time_ms": None, "step_time_spread_ms": None, "step_module": None,
-                       "op_time_per_step_ms": None, "peak_memory_bytes": err.required,
-                       "peak_memory_source": "compiled memory analysis (not run)",
-                       "device_capacity_bytes": err.capacity, "modules": 0,
-                       "run": {"workload": name, "preset": preset}},
-           "findings": [finding.to_json()], "notes": [f"not run: {finding.title}"], "warnings": []}
-    _emit([{"run": doc, "views": {}}], fmt, None, f"{name} ({preset})", "run-workload")
 
 
 @main.command("compare")
@@ -322,7 +306,9 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
                for name, b, n in pairs]
     if fmt == "html":
         from .report.html import render_compare
-        _write(output, render_compare(results, str(base), str(new)))
+        from .report.formats import write_text_or_echo
+        write_text_or_echo(output, render_compare(results, str(base), str(new)),
+                           lambda line: _err.print(terminal(line)))
     elif fmt == "json":
         from .report.json_report import dumps, envelope
         warnings = [w for _, b, n in pairs for d in (b, n) for w in d["run"]["warnings"]]
@@ -576,54 +562,11 @@ def _check_output(fmt: str, output) -> None:
         raise AdvisorError("--format html writes a file: give --output FILE (e.g. --output report.html)")
 
 
-def _write(output, text: str) -> None:
-    if output:
-        write_text(output, text if text.endswith("\n") else text + "\n")
-        _err.print(terminal(f"advisor: report written to {output}"))
-    else:
-        click.echo(text)
-
-
 def _emit(results, fmt: str, output, read_from: str, command: str = "analyze") -> list[dict]:
-    """The runs' result documents (and the runs that could not be read, RunFailure) as text, JSON, JSON
-    lines or HTML, on stdout or into --output; jsonl prints each run as soon as it and the runs before
-    it are done. Returns the failures, {"path", "reason"}."""
-    from .job import RunFailure
+    """The report in the format asked (advisor/report/formats.py); the runs that failed, {"path", "reason"}."""
+    from .report.formats import write
 
-    documents, failed = [], []
-    if fmt == "jsonl":
-        from .report.json_report import jsonl_line
-
-        with (atomic_open(output) if output else contextlib.nullcontext(None)) as fh:
-            for result in results:
-                item = result.to_json() if isinstance(result, RunFailure) else result
-                if isinstance(result, RunFailure):
-                    failed.append(item)
-                click.echo(jsonl_line(item, read_from, command), file=fh)
-        if output:
-            _err.print(terminal(f"advisor: report written to {output}"))
-        return failed
-    for result in results:
-        if isinstance(result, RunFailure):
-            failed.append(result.to_json())
-        else:
-            documents.append(result)
-    if fmt == "html":
-        from .report.html import render_report
-        _write(output, render_report(documents, read_from, command, failed))
-    elif fmt == "json":
-        from .report.json_report import render
-        _write(output, render(documents, read_from, command, failed=failed))
-    elif output:
-        from .report.text import render_plain
-        with atomic_open(output) as fh:
-            fh.write(render_plain(documents, failed, read_from))
-        _err.print(terminal(f"advisor: report written to {output}"))
-    else:
-        from .report.text import render
-        with github_commands_off():
-            render(documents, layout.console(), failed, read_from)
-    return failed
+    return write(results, fmt, output, read_from, command, lambda line: _err.print(terminal(line)))
 
 
 def entry() -> None:
