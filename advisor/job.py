@@ -117,11 +117,10 @@ class Job:
             else:
                 coverage["ran"].append(rule.id)
         findings.sort(key=sort_key)
-        if profile.device_capacity_bytes is None and any(r.id == "unneeded-grad-accumulation" for r in rules):
-            note = ("device memory capacity unknown (the trace does not record it): unneeded-grad-accumulation "
-                    "was skipped; pass --device-memory to check it")
-            if note not in profile.notes:
-                profile.notes.append(note)
+        for rule in rules:      # what a rule that could not run asks of the user, said once every rule ran
+            for note in rule.notes_unmet(profile) if profile.backend in rule.backends else ():
+                if note not in profile.notes:
+                    profile.notes.append(note)
         from .sources import shorten
         shorten(findings, profile.run_metadata)
         analysis = Analysis(profile=profile, findings=findings, summary=summary_view.of(profile), rules=coverage)
@@ -148,6 +147,13 @@ class Job:
                    if (value := (self.options or {}).get(rule.id, {}).get(name)) is not None}
         bound.bind(profile, bound.Settings(peaks=self.peaks, calibration=calibration, calibration_unused=unused,
                                            this_host=socket.gethostname(), mesh=self.mesh, **options))
+
+    def readers(self) -> dict[str, list[str]]:
+        """{a part of the trace: the ids of the chosen rules that read it}, for the loader to name."""
+        from advisor import rules as catalog
+        from .rule import readers
+
+        return readers(catalog.ALL if self.rules is None else self.rules)
 
     def result(self, analysis: Analysis) -> Union[Analysis, dict]:
         return analysis.document() if self.documents else analysis
@@ -184,7 +190,7 @@ def _one(run: RunFiles, job: Job, progress) -> Union[Analysis, RunFailure]:
 
     try:
         check_trace_head(run.xplane)     # before any reader starts on it (another host's file is skipped with a warning)
-        return job.analyze(loader.load_run(run, job.steps), progress)
+        return job.analyze(loader.load_run(run, job.steps, job.readers()), progress)
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err))
 

@@ -144,7 +144,7 @@ class _Tasks:
             self.count += 1
             return self.run_job.remote(self.cwd, unit, job)
         self.count += len(unit.host_files) + 1
-        profile, reference = self.first_host.remote(self.cwd, unit, job.steps)
+        profile, reference = self.first_host.remote(self.cwd, unit, job.steps, job.readers())
         # The reference goes in a list so that Ray does not wait for it before starting the task:
         # each other host is read while the first host (and its HLO) is still being read.
         parts = [self.other_host.remote(self.cwd, path, [reference], job.steps) for path in unit.host_files[1:]]
@@ -166,7 +166,7 @@ def run_unit(cwd: str, unit, job: Job) -> list[Result]:
     return run_job(unit, job)
 
 
-def first_host(cwd: str, run: RunFiles, steps=None):
+def first_host(cwd: str, run: RunFiles, steps=None, readers=None):
     """(the first host's profile, the HostReference the other hosts need), or (RunFailure, None)
     when it cannot be read: the run fails, as the default engine says."""
     from .load.loader import HostReference, load_first_host
@@ -175,7 +175,7 @@ def first_host(cwd: str, run: RunFiles, steps=None):
     _enter(cwd)
     try:
         check_trace_head(run.xplane)
-        profile = load_first_host(run, steps)
+        profile = load_first_host(run, steps, readers)
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err)), None
     return profile, HostReference.of(profile)

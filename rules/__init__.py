@@ -48,9 +48,8 @@ def select(select=None, ignore=()) -> list:
     (`--select none`) for none; an unknown id is one clear error (AdvisorError)."""
     from advisor.errors import AdvisorError
 
-    known = {r.id: r for r in ALL}
     select = None if select is None else list(select)
     for rid in [*(select or ()), *ignore]:
-        if rid not in known:
-            raise AdvisorError(f"unknown rule id {rid!r}; valid ids: {', '.join(known)} (see `advisor rules`)")
-    return [r for r in known.values() if (select is None or r.id in select) and r.id not in set(ignore)]
+        if rid not in BY_ID:
+            raise AdvisorError(f"unknown rule id {rid!r}; valid ids: {', '.join(BY_ID)} (see `advisor rules`)")
+    return [r for r in ALL if (select is None or r.id in select) and r.id not in set(ignore)]

@@ -5,12 +5,11 @@ from a cache is read honestly (its HLO under a new id, its missing heap simulati
 import json
 import shutil
 
-from advisor import compile_cache
+from advisor import compile_cache, rules
 from advisor.heap_traces import _BUFFER_ASSIGNMENT, _HEAP_TRACES, _fields, restore
 from advisor.load.wire import encode_field as _field
 from advisor.load.xplane import XPlane as _XPlane, metadata_plane as _metadata_plane
 from advisor.load.hlo_proto import HloProto
-from advisor.load.loader import NEEDS_HLO
 from conftest import FIXTURES, analyze_json, cli
 
 
@@ -32,7 +31,7 @@ def test_a_second_run_loads_its_programs_and_reports_the_same(tmp_path, monkeypa
     assert used[0]["misses"] > 0 and used[1]["hits"] > 0 and used[1]["misses"] == 0
     assert second["summary"]["peak_memory_bytes"] == first["summary"]["peak_memory_bytes"]
     assert second["warnings"] == first["warnings"] == []
-    hlo_rules = set(NEEDS_HLO)
+    hlo_rules = {r.id for r in rules.ALL if "hlo" in r.needs}
     assert [f for f in second["findings"] if f["rule"] in hlo_rules] == \
            [f for f in first["findings"] if f["rule"] in hlo_rules]
     assert any("persistent compilation cache" in n for n in second["notes"])

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from advisor.job import Job
 from conftest import FIXTURES
 
 sys.path.insert(0, str(FIXTURES))
@@ -90,8 +91,9 @@ def test_same_profile_model_as_the_snapshot(run, readable, monkeypatch):
     start = loader.start_xprof
     monkeypatch.setattr(loader, "start_xprof", keep)
     found = readable(run)
-    profile = loader.load_run(found)
-    _READ[snapshot_outputs.run_key(found)] = pickle.dumps(profile)
+    readers = Job().readers()      # as every command but --select asks for the run
+    profile = loader.load_run(found, None, readers)
+    _READ[snapshot_outputs.run_key(found, None, readers)] = pickle.dumps(profile)
     _same(model_of(profile), EXPECTED[str(run.relative_to(FIXTURES))], "profile")
 
 

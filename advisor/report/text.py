@@ -309,7 +309,7 @@ def _findings(doc: dict, console: Console) -> None:
         lines += [("expected:", terminal(rec["expected"]["text"])), ("cost:", terminal(rec["cost"]))]
         if rec.get("checked"):
             lines.append(("checked:", terminal(f"{rec['checked']}: {rec['check']}")))
-        for c in f["evidence"].get("candidates", []) if f["rule"] == "out-of-memory" else []:
+        for c in f["evidence"].get("candidates", []):     # the config changes that fit (memory_plan.py)
             change = " ".join(f"--set {k}={_value(v)}" for k, v in c["change"].items())
             est = mib(c["estimated_bytes"]) if c.get("estimated_bytes") else c.get("error", "?")
             lines.append(("candidate:", terminal(f"{change:<40} ~{est}  {'fits' if c['fits'] else 'does not fit'}")))
