@@ -209,7 +209,8 @@ class Trace:
         import jax
 
         from .cleanup import untrack
-        from .runner import MEMORY_PROFILE, _claim_run_dir
+        from .locate import MEMORY_PROFILE
+        from .runner import _claim_run_dir
 
         try:
             jax.block_until_ready(jax.live_arrays())
@@ -224,7 +225,7 @@ class Trace:
         try:
             self.run_dir = _claim_run_dir(self._private, self.logdir / "plugins" / "profile")
             try:
-                from .runner import RUN_METADATA
+                from .locate import RUN_METADATA
                 jax.profiler.save_device_memory_profile(str(self.run_dir / MEMORY_PROFILE))
                 import json
 

@@ -24,7 +24,8 @@ from .engine import analyze_path
 from .job import Analysis
 from .memory_plan import as_overrides
 from .remedies import CHANGES_NUMERICS
-from .runner import OutOfMemory, RUN_METADATA, profile_workload
+from .locate import RUN_METADATA
+from .runner import OutOfMemory, profile_workload
 from .units import mib
 
 LOSS_RTOL = 1e-4

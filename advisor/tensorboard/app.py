@@ -27,11 +27,11 @@ from typing import Callable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from .. import __version__
+from ..version import __version__
 from ..errors import AdvisorError
 from ..report import escape
 from ..report.html import CSS, head, run_section
-from ..runner import RUN_METADATA
+from ..locate import RUN_METADATA
 from ..units import mib
 from . import assets, cache
 from .jobs import Budget, Jobs
