@@ -11,7 +11,8 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import __version__, safe_json
+from . import safe_json
+from .version import __version__
 from .compare import Comparison, Metrics, compare, metrics
 from .job import Job
 from .errors import AdvisorError

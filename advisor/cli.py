@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from . import __version__
+from .version import __version__
 from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
 from .outputs import refuse_overwrite, write_text

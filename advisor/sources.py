@@ -18,13 +18,12 @@ _PACKAGE = {"advisor": "advisor", "workloads": "advisor/workloads", "rules": "ad
 
 @functools.lru_cache(maxsize=1)
 def _modules() -> dict[str, frozenset[str]]:
-    """The file names of advisor's packages, by the clone's folder that holds them."""
-    import advisor
-    import advisor.rules as rules
-    import advisor.workloads as workloads
+    """The file names of advisor's packages, by the clone's folder that holds them (found, not imported:
+    the rules and workloads import what imports this)."""
+    from importlib.util import find_spec
 
-    names = lambda module: frozenset(p.name for p in Path(module.__file__).parent.glob("*.py"))  # noqa: E731
-    return {"advisor": names(advisor), "workloads": names(workloads), "rules": names(rules)}
+    names = lambda package: frozenset(p.name for p in Path(find_spec(package).origin).parent.glob("*.py"))  # noqa: E731
+    return {"advisor": names("advisor"), "workloads": names("advisor.workloads"), "rules": names("advisor.rules")}
 
 
 def shown(text: str, recorded_by_advisor: bool) -> str:

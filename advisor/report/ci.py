@@ -7,7 +7,7 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from .. import safe_json
 from ..outputs import atomic_open, write_text
 from . import escape

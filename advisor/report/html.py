@@ -298,7 +298,7 @@ def head(title: str, extra: str = "") -> str:
 
 
 def page(title: str, body: str) -> str:
-    from .. import __version__
+    from ..version import __version__
     return (head(title) + "<body>"
             f"<h1>{_e(title)}</h1><p class=meta>advisor {_e(__version__)}</p>{body}</body></html>\n")
 

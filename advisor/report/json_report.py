@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from .. import __version__, safe_json
+from .. import safe_json
+from ..version import __version__
 
 SCHEMA_VERSION = 3
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import __version__
 from ..model import Profile, overlap_ns
+from ..version import __version__
 from . import efficiency, memory, parallelism
 from .bound import cached
 
