@@ -155,7 +155,7 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
 def _mesh(mesh):
     if mesh is None:
         return None
-    from .views.parallelism import parse_mesh
+    from .views.parallelism.mesh import parse_mesh
     try:
         return parse_mesh(mesh)
     except ValueError as err:

@@ -200,7 +200,7 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
 def _mesh_flag(text):
     if not text:
         return None
-    from .views.parallelism import parse_mesh
+    from .views.parallelism.mesh import parse_mesh
     try:
         return parse_mesh(text)
     except ValueError as err:
