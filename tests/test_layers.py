@@ -131,3 +131,10 @@ def test_a_view_reads_no_file(name):
     calls = {node.func.id if isinstance(node.func, ast.Name) else node.func.attr
              for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))}
     assert not calls & {"open", "read_text", "read_bytes", "Path", "load", "loads"}, path.name
+
+
+def test_no_file_over_600_lines():
+    """Small modules a reader takes in whole (the guide's limit)."""
+    long = {str(p.relative_to(ROOT)): n for folder in PACKAGES.values() for p in folder.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 600}
+    assert not long, long
