@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 from .job import Analysis, RunFailure
 from .errors import AdvisorError
+from .load.host_lines import TOOL_WAIT
 
 Size = Union[int, str, None]
 
@@ -193,7 +194,10 @@ class Trace:
         def annotate():
             with jax.profiler.StepTraceAnnotation("train", step_num=n):
                 yield n
-                jax.block_until_ready(jax.live_arrays())   # the step's device work counts in its step
+                # the step's device work counts in its step; named, so the report does not take this
+                # wait of advisor's for a sync of the program's
+                with jax.profiler.TraceAnnotation(TOOL_WAIT):
+                    jax.block_until_ready(jax.live_arrays())
         return annotate()
 
     def __enter__(self) -> "Trace":
@@ -213,7 +217,8 @@ class Trace:
         from .runner import _claim_run_dir
 
         try:
-            jax.block_until_ready(jax.live_arrays())
+            with jax.profiler.TraceAnnotation(TOOL_WAIT):
+                jax.block_until_ready(jax.live_arrays())
         finally:
             jax.profiler.stop_trace()
         if exc_type is not None and not issubclass(exc_type, Exception):

@@ -488,7 +488,9 @@ def calibrate(size, dtype, stream_mib):
     for r in entry["roofs"]:
         fits = f"ops whose data fits in {size_text(r['fits_bytes'])}" if r["fits_bytes"] else \
             f"any size; measured moving {size_text(entry['stream_bytes'])} a pass"
-        click.echo(f"  {r['level']:<5} {rate(r['bytes_per_s'], 'B/s')} ({fits})")
+        raised = (f"; measured {rate(r['measured_bytes_per_s'], 'B/s')}, below the next level's, so taken as "
+                  "that: data that fits here fits there too" if r.get("measured_bytes_per_s") else "")
+        click.echo(f"  {r['level']:<5} {rate(r['bytes_per_s'], 'B/s')} ({fits}{raised})")
     click.echo(f"stored in {path}; analyze uses them for traces whose run records this machine ({entry['host']}, "
                f"{entry['backend']})")
 

@@ -268,7 +268,8 @@ class Step:
 
 @dataclasses.dataclass
 class HostEvent:
-    """A host-side event that explains time: "compile", "sync" (waiting on a device value), "transfer"."""
+    """A host-side event that explains time: "compile", "sync" (waiting on a device value), "transfer", or
+    "tool" (advisor.trace's own wait at the end of each step, whose syncs are not the program's)."""
     name: str
     start_ns: float
     duration_ns: float

@@ -9,6 +9,7 @@ value is cut to a bounded length (renderers escape the text, as all text from a 
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import os
@@ -90,19 +91,28 @@ def label(info: Optional[dict], keys=None) -> str:
     run no bundled workload recorded."""
     if not info:
         return ""
+    return " ".join([f"{info['workload']} ({info['preset']})", *_shown(info, keys)])
+
+
+def _shown(info: dict, keys=None) -> list[str]:
+    """label's settings, `key=value` each."""
     values = info.get("settings") or {}
     if keys is None:
-        shown = [f"{k}={v}" for k, v in values.items()]
-    else:
-        preset = _preset_flat(info["workload"], info["preset"])
-        shown = [f"{k}={values.get(k, preset.get(k, '?'))}" for k in keys]
-    return " ".join([f"{info['workload']} ({info['preset']})", *shown])
+        return [f"{k}={v}" for k, v in values.items()]
+    preset = _preset_flat(info["workload"], info["preset"])
+    return [f"{k}={values.get(k, preset.get(k, '?'))}" for k in keys]
 
 
 def labels(infos: list[Optional[dict]]) -> list[str]:
     """Labels for runs listed together: among the runs of one workload and preset, only the settings
     that differ from run to run (a sweep's varied keys), so a long list reads by what changed; a run
     alone with its workload and preset shows all its settings."""
+    varied = _varied(infos)
+    return [label(i, varied.get((i["workload"], i["preset"]))) if i else "" for i in infos]
+
+
+def _varied(infos: list[Optional[dict]]) -> dict[tuple, list[str]]:
+    """(workload, preset) -> the settings that differ among its runs (groups of two runs or more)."""
     groups: dict[tuple, list[dict]] = {}
     for info in infos:
         if info:
@@ -115,7 +125,24 @@ def labels(infos: list[Optional[dict]]) -> list[str]:
         names = sorted(dict.fromkeys(k for i in group for k in i["settings"]),
                        key=lambda k: order.index(k) if k in order else len(order))
         varied[key] = [k for k in names if len({i["settings"].get(k) for i in group}) > 1]
-    return [label(i, varied.get((i["workload"], i["preset"]))) if i else "" for i in infos]
+    return varied
+
+
+def settings_first(infos: list[Optional[dict]]) -> list[str]:
+    """labels' text with the settings first, each run's rarest values among the runs of its workload
+    and preset leading (`model.remat=Block model.dtype=float32 · transformer (tiny)`): what tells a
+    run apart stays in sight where a line is cut (a run picker's option)."""
+    varied = _varied(infos)
+    shown = [_shown(i, varied.get((i["workload"], i["preset"]))) if i else [] for i in infos]
+    counts = collections.Counter((i["workload"], i["preset"], s) for i, kv in zip(infos, shown) if i for s in kv)
+    out = []
+    for info, kv in zip(infos, shown):
+        if not info:
+            out.append("")
+            continue
+        kv = sorted(kv, key=lambda s: counts[info["workload"], info["preset"], s])    # stable: schema order on ties
+        out.append(" · ".join(filter(None, [" ".join(kv), f"{info['workload']} ({info['preset']})"])))
+    return out
 
 
 def changes(base: Optional[dict], new: Optional[dict]) -> list[str]:

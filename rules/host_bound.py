@@ -70,8 +70,10 @@ def check(profile: Profile, min_idle_share: float = idle_view.MIN_SHARE):
         return    # gaps between kernels launched one by one are launch latency: launch-bound says so
     steps, total, idle, share = view.steps, view.step_ns, view.idle_ns - view.launch_ns, view.host_share
     by_cause = {}
+    tool = [(e.start_ns, e.start_ns + e.duration_ns) for e in profile.host_events if e.category == "tool"]
     for cause in ("sync", "transfer", "compile"):
-        events = [e for e in profile.host_events if e.category == cause]
+        events = [e for e in profile.host_events if e.category == cause
+                  and not any(a <= e.start_ns < b for a, b in tool)]   # advisor.trace's own waits aside
         if cause == "sync":   # a wait inside the loop: in most steps, not one wait at the end
             waited = [s for s in steps if any(e.start_ns < s.end_ns and e.start_ns + e.duration_ns > s.start_ns
                                               for e in events)]
@@ -89,7 +91,7 @@ def check(profile: Profile, min_idle_share: float = idle_view.MIN_SHARE):
     yield Finding(
         rule=RULE.id,
         severity=RULE.severity,
-        title=f"the device is idle {pct(share)} of step time ({ms(per_step_idle)} per step): host-bound, "
+        title=f"the device is idle {pct(share)} of step time ({ms(per_step_idle)} per step on average): host-bound, "
               f"mostly {cause}",
         evidence={
             "idle_share": round(share, 4),

@@ -1,3 +1,4 @@
+import atexit
 import json
 import os
 import shutil
@@ -8,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-# advisor calibrate's store: a private one, so a calibration of this machine never changes a test
+# advisor calibrate's store: a private one, so a calibration of this machine never changes a test;
+# one per test process (the xdist workers import this too), removed when that process ends
 os.environ["ADVISOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="advisor-cache-")
+atexit.register(shutil.rmtree, os.environ["ADVISOR_CACHE_DIR"], True)
 
 # XLA's CPU backend compiles the tests' programs with LLVM at -O0: compiling is about half of the
 # suite's time, and -O0 halves it (the tiny Transformer's step: 8.6 -> 4.2 s here). The optimized

@@ -189,3 +189,16 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", "import sys, advisor; print('jax' in sys.modules)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_trace_s_own_wait_is_not_taken_for_the_program_s_sync(traced):
+    """t.step() waits for each step's device work: that wait is advisor's, named in the trace, and
+    host-bound never blames the user's loop for it ("mostly sync": fetch metrics every N steps)."""
+    t, _, _, _ = traced
+    profile = t.report.runs[0].profile
+    waits = [e for e in profile.host_events if e.category == "tool"]
+    assert len(waits) == 4      # one per step, one as the trace ends
+    syncs = [e for e in profile.host_events if e.category == "sync"]
+    assert syncs and all(any(w.start_ns <= s.start_ns < w.start_ns + w.duration_ns for w in waits) for s in syncs)
+    for f in t.report.runs[0].findings:
+        assert not (f.rule == "host-bound" and f.evidence["likely_cause"] == "sync"), f.title

@@ -108,3 +108,16 @@ def test_api_traces_record_their_machine(tmp_path, cache):
     assert meta["host"] == hardware.this_host()
     eff = t.report.runs[0].summary["efficiency"]
     assert eff["peak"]["source"].startswith(f"measured on {meta['host']['name']} by advisor calibrate")
+
+
+def test_roofs_never_fall_as_the_working_set_shrinks():
+    """A noisy run measured L2 below L3: data that fits in L2 fits in L3, so L2 takes L3's figure and
+    keeps what was measured beside it."""
+    from advisor.calibrate import ordered
+
+    roofs = ordered([{"level": "L1d", "fits_bytes": 48 << 10, "bytes_per_s": 255e9},
+                     {"level": "L2", "fits_bytes": 2 << 20, "bytes_per_s": 112e9},
+                     {"level": "L3", "fits_bytes": 32 << 20, "bytes_per_s": 148e9},
+                     {"level": "DRAM", "fits_bytes": None, "bytes_per_s": 10e9}])
+    assert [r["bytes_per_s"] for r in roofs] == [255e9, 148e9, 148e9, 10e9]
+    assert roofs[1]["measured_bytes_per_s"] == 112e9 and "measured_bytes_per_s" not in roofs[2]

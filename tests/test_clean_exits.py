@@ -136,3 +136,46 @@ def test_advisor_says_when_it_starts_with_sigint_ignored(tmp_path):
         assert bool(note) == says, err
         if says:
             assert "Ctrl-C will not stop it" in note[0] and f"kill {proc.pid}" in note[0]
+
+
+def test_serve_says_what_stops_it(tmp_path):
+    """Started ignoring SIGINT, serve said "(Ctrl-C stops)" right under the note that Ctrl-C will not
+    stop it: the way it names is the one that works."""
+    import pty
+    import shutil
+
+    logdir = tmp_path / "logdir" / "plugins" / "profile"
+    logdir.mkdir(parents=True)
+    shutil.copytree(next((SCAN / "plugins" / "profile").iterdir()), logdir / "run")
+    for disposition in ("SIG_IGN", "SIG_DFL"):
+        leader, follower = pty.openpty()
+        proc = _start("serve", tmp_path / "logdir", "--port", "0", tmp=tmp_path, sigint=disposition, stderr=follower)
+        os.close(follower)
+        err = b""
+        try:
+            while b"advisor: serving" not in err or not err.endswith(b"\n"):
+                chunk = os.read(leader, 65536)
+                assert chunk, err
+                err += chunk
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=60)
+            os.close(leader)
+        serving = next(line for line in err.decode().splitlines() if "advisor: serving" in line)
+        if disposition == "SIG_IGN":
+            assert "Ctrl-C will not stop it" in err.decode()      # the note, then the same truth
+            assert "Ctrl-C" not in serving and f"`kill {proc.pid}` stops it" in serving, serving
+        else:
+            assert serving.endswith("(Ctrl-C stops)"), serving
+
+
+def test_a_test_session_leaves_no_cache_folder(tmp_path):
+    """Each test process (the controller and every xdist worker) made an /tmp/advisor-cache-* folder
+    for calibrate's store and left it: 623 empty ones gathered in /tmp."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    node = "tests/test_small_things.py::test_sizes_and_rates_have_one_convention"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", node],
+                          cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not list(tmp_path.glob("advisor-cache-*"))

@@ -90,3 +90,18 @@ def test_printed_config_is_in_the_grammar():
     text = cli("analyze", SCAN).stdout
     assert any(f["recommendation"]["config"].get("model.remat") == ["MLP", "Attn"] for f in doc["runs"][0]["findings"])
     assert "config:   --set model.remat=MLP+Attn" in text and "MLP,Attn" not in text
+
+
+def test_a_report_where_no_rule_ran_says_so_and_never_reads_clean(tmp_path):
+    """`--select none` runs no rule: the report must not say that no rule saw a problem."""
+    from conftest import FIXTURES, analyze_json, cli
+
+    text = cli("analyze", FIXTURES / "transformer_scan", "--select", "none").stdout
+    assert "No rule ran" in text and "nothing was checked" in text
+    assert "none of the" not in text and "saw a problem" not in text
+    doc = analyze_json(FIXTURES / "transformer_scan", "--select", "none")
+    assert doc["runs"][0]["rules"]["ran"] == [] and doc["runs"][0]["findings"] == []
+    out = tmp_path / "report.html"
+    cli("analyze", FIXTURES / "transformer_scan", "--select", "none", "--format", "html", "--output", out)
+    html = out.read_text()
+    assert "No rule ran" in html and "no rule fired" not in html

@@ -152,3 +152,20 @@ def test_python_example(block, tmp_path, monkeypatch):
 def test_every_page_is_read():
     assert any(p.name == "README.md" for p in PAGES) and len(PAGES) >= 5
     assert list(shell_blocks()) and list(python_blocks())
+
+
+def test_the_commands_a_page_gives_to_type_write_only_under_ignored_folders():
+    """Following docs/tensorboard.md in a clone left an untracked runs/ folder: every relative folder
+    that a page's commands write (a logdir) or serve is one that .gitignore ignores."""
+    ignored = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    written = re.compile(r"(?:--logdir[ =]|advisor serve )([^\s`'\")]+)")
+    found = []
+    for page in PAGES:
+        for b in blocks(page):
+            if b.lang in ("", "bash", "console", "shell", "sh"):
+                for line in b.lines:
+                    found += [(b.id, m.group(1)) for m in written.finditer(line)
+                              if not m.group(1).startswith(("/", "~", "$", "-")) and not m.group(1).isupper()]
+    assert any(where.startswith("tensorboard.md") for where, _ in found)
+    assert [(where, path) for where, path in found if path.split("/")[0] not in ignored] == []

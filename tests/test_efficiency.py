@@ -284,3 +284,17 @@ def test_the_report_is_per_step_and_a_finding_within_its_categories():
     assert out[title + 1].split()[:10] == ["category", "time", "per", "step", "FLOPs", "per", "step", "bytes", "per",
                                            "step"]
     assert out[title + 2].split()[:3] == ["matmul", f"{per_step['matmul']:.2f}", "ms"]
+
+
+def test_the_efficiency_table_prints_what_xla_and_xprof_give_for_library_calls(tmp_path):
+    """benchmarks/efficiency_table.py printed XLA's -2 (its "unknown", -1 per cuBLAS call) as a count
+    for gemm_bf16_8192, and "XLA and xprof count 0 FLOPs" beside xprof's 4.398e+12."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import efficiency_table
+
+    run = next((FIXTURES / "h100-traces" / "gemm_bf16_8192" / "plugins" / "profile").iterdir())
+    cells = [c.strip() for c in efficiency_table.row(run, tmp_path).split("|")[1:-1]]
+    assert cells[:5] == ["h100-traces/gemm_bf16_8192", "NVIDIA H100 SXM", "2.199e+12", "-", "4.398e+12"]
+    why = cells[8]
+    assert "0 FLOPs" not in why and "XLA marks each unknown (-1) and gives no count for the module" in why
+    assert "xprof counts 4.398e+12 FLOP/exec for them, x2.00 advisor's (it counts 2 events per execution" in why

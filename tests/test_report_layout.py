@@ -81,3 +81,23 @@ def test_check_fits_the_terminal_at_words():
     check_text.render(Result(), layout.console(out, terminal=True, width=50))
     lines = [ANSI.sub("", line).rstrip() for line in out.getvalue().splitlines()]
     assert max(map(len, lines)) <= 50 and all(line.endswith(("message", "long", "a", "failed")) for line in lines)
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_label_as_wide_as_its_column_keeps_a_space(scan_doc, terminal):
+    """The out-of-memory report printed "candidate:--set model.dtype=bfloat16": its label fills the
+    10 columns of the labels."""
+    import copy
+
+    doc = copy.deepcopy(scan_doc)
+    oom = copy.deepcopy(doc["findings"][0])
+    oom.update(rule="out-of-memory", severity="error", title="the step does not fit")
+    oom["evidence"] = {"candidates": [{"change": {"model.dtype": "bfloat16"}, "estimated_bytes": 125 << 20,
+                                       "fits": False}]}
+    doc["findings"] = [oom]
+    out = io.StringIO()
+    text.render([doc], layout.console(out, terminal=terminal, width=120))
+    lines = ANSI.sub("", out.getvalue()).splitlines()
+    assert "    candidate: --set model.dtype=bfloat16" in [line[:41] for line in lines], lines
+    fix = next(line for line in lines if line.startswith("    fix:"))
+    assert re.match(r"    fix: +\S", fix)

@@ -109,7 +109,7 @@ def test_runs_named_with_control_characters_bidi_marks_or_bytes_open(tmp_path, c
         _run(tmp_path, name)
     client = Client(wsgi(AdvisorApp(tmp_path, profile_links=False)))
     listing = client.get("/index.html").text
-    values = re.findall(r'<option value="([^"]+)">', listing)
+    values = re.findall(r'<option value="([^"]+)"[ >]', listing)
     assert sorted(values) == sorted(run_ref(n) for n in NAMES for _ in ("run", "compare"))
     for name in NAMES:
         ref = run_ref(name)
@@ -118,7 +118,7 @@ def test_runs_named_with_control_characters_bidi_marks_or_bytes_open(tmp_path, c
                       urllib.parse.urlencode({"run": ref, "compare": "", "picked": "1"})):     # the form alone
             page = client.get(f"/index.html?{query}").text
             assert "No run named" not in page and f'<body data-run="{ref}">' in page, (name, query)
-            assert f'<option value="{ref}" selected>' in page
+            assert f'<option value="{ref}" selected ' in page
             status = re.search(r'data-status="([^"]+)"', page).group(1)
             assert client.get("/" + status.replace("&amp;", "&")).json == {"state": "none"}
         assert "\x1b" not in listing and "\u202e" not in listing        # shown as escapes, never raw
@@ -301,5 +301,68 @@ def test_in_a_browser_a_hostile_name_opens_and_a_page_elsewhere_starts_nothing(t
     finally:
         browser.close()
         elsewhere.shutdown()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_in_a_browser_every_page_fits_the_window(tmp_path, cache_env):
+    """At 1280 px the run list was 2,279 px wide (its recorded, hosts, size and analysis columns
+    off-screen) and the pickers' labels widened every page to 1,569 px. Every page fits 1280 and 1024
+    px: the list, a run's report (opened from http://127.0.0.1:PORT/?run=X, which kept the run), and a
+    comparison; a picker shows what tells its run apart."""
+    import json
+
+    from browser import CHROMIUM, Browser
+
+    if not CHROMIUM:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+    logdir, names = tmp_path / "logdir", {}
+    sweep = "a_sweep_of_the_tiny_transformer_over_remat_dtype_and_layers_recorded_on_this_machine"
+    for fixture, tag in (("transformer_scan", "scan"), ("transformer_remat", "remat"), ("transformer_bf16", "bf16"),
+                         ("transformer_unrolled", "unrolled")):
+        src = next((FIXTURES / fixture / "plugins" / "profile").iterdir())
+        run = logdir / sweep / "plugins" / "profile" / f"{src.name}_{tag}_with_a_long_suffix_that_does_not_break"
+        run.mkdir(parents=True)
+        for f in src.iterdir():
+            os.symlink(f, run / f.name)
+        names[tag] = f"{sweep}/{run.name}"
+    many = logdir / "plugins" / "profile" / "sixty_four_hosts"
+    many.mkdir(parents=True)
+    for i in range(64):
+        os.symlink(SCAN / "vm.xplane.pb", many / f"a-long-host-name-in-a-large-cluster-{i:03d}.xplane.pb")
+    proc, port = _serve(logdir, tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    run, other = run_ref(names["remat"]), run_ref(names["scan"])
+    fits = ("(() => { const cw = document.documentElement.clientWidth; return JSON.stringify({cw, "
+            "sw: document.documentElement.scrollWidth, off: [...document.querySelectorAll('body *')]"
+            ".filter(e => e.getBoundingClientRect().right > cw + 1 && !e.closest('.scroll'))"
+            ".map(e => e.tagName + '.' + e.className).slice(0, 5)}); })()")
+    browser = Browser(tmp_path / "chromium")
+    try:
+        for width in (1280, 1024):
+            browser.send("Emulation.setDeviceMetricsOverride", session=True, width=width, height=900,
+                         deviceScaleFactor=1, mobile=False)
+            pages = {"list": (f"{base}/", "!!document.querySelector('table.runs')"),
+                     "run": (f"{base}/?run={run}", "document.querySelectorAll('.finding').length > 0"),
+                     "compare": (f"{base}/index.html?run={run}&compare={other}", "!!document.querySelector('.verdict')")}
+            for page, (url, ready) in pages.items():
+                browser.goto(url)
+                browser.wait(f"document.readyState === 'complete' && {ready}", 180)
+                shown = json.loads(browser.js(fits))
+                browser.screenshot(tmp_path / f"{page}_{width}.png")
+                assert shown["sw"] <= shown["cw"] and not shown["off"], (page, width, shown)
+                if page == "list":       # every column in sight, the table within the page
+                    right = browser.js("Math.max(...[...document.querySelectorAll('table.runs th')]"
+                                       ".map(e => e.getBoundingClientRect().right))")
+                    assert right <= shown["cw"], (width, right)
+                    assert browser.js("document.querySelector('.scroll').scrollWidth <= "
+                                      "document.querySelector('.scroll').clientWidth")
+                if page == "run":        # the query went through the redirect
+                    assert browser.js("location.pathname + location.search") == f"/index.html?run={run}"
+                    option = browser.js("document.querySelector('select[name=run]').selectedOptions[0].text")
+                    assert option.startswith("model.remat=MLP+Attn "), option
+                    assert browser.js("document.querySelector('select[name=run]').title").startswith(names["remat"])
+    finally:
+        browser.close()
         proc.terminate()
         proc.wait(timeout=30)

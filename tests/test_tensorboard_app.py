@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import shutil
 import time
 import urllib.parse
@@ -95,6 +96,35 @@ def test_runs_named_as_the_profile_plugin_names_them_newest_first(logdir):
     assert runs[0].hosts == ("vm",) and runs[0].size > 0
 
 
+def test_runs_are_dated_when_they_were_recorded_not_by_their_files_time(tmp_path, cache_dir):
+    """Every fixture of a clone read the clone's time, and "newest first" sorted by it: a run is dated
+    by its folder's name as jax.profiler writes it, else advisor_run.json's created, else its file's
+    time, and the list says which."""
+    import datetime
+    import json
+
+    profile = tmp_path / "plugins" / "profile"
+    for name, mtime in (("2026_01_02_03_04_05", 1_900_000_000), ("2026_05_06_07_08_09_812_2d8dde", 1_000_000_000),
+                        ("named", 1_000_000_000), ("plain", 1_600_000_000)):
+        (profile / name).mkdir(parents=True)
+        (profile / name / "vm.xplane.pb").write_bytes(b"x")
+        os.utime(profile / name / "vm.xplane.pb", (mtime, mtime))
+    (profile / "named" / "advisor_run.json").write_text(json.dumps({"created": "2026-03-01T10:00:00"}))
+    runs = list_runs(tmp_path)
+    assert [(r.name, r.recorded_from) for r in runs] == [
+        ("2026_05_06_07_08_09_812_2d8dde", "folder"), ("named", "metadata"), ("2026_01_02_03_04_05", "folder"),
+        ("plain", "mtime")]
+    assert runs[0].recorded == datetime.datetime(2026, 5, 6, 7, 8, 9).timestamp() and runs[3].recorded == 1_600_000_000
+    page = Client(wsgi(AdvisorApp(tmp_path))).get("/index.html", base_url="http://127.0.0.1/").text
+    cells = re.findall(r'<td title="([^"]*)"><span class="when">([^<]*)</span>([^<]*(?:<span[^>]*>[^<]*</span>)?)</td>',
+                       page)
+    assert [(when, bool(mark)) for _, when, mark in cells] == [
+        ("2026-05-06 07:08:09", False), ("2026-03-01 10:00:00", False), ("2026-01-02 03:04:05", False),
+        (datetime.datetime.fromtimestamp(1_600_000_000).strftime("%Y-%m-%d %H:%M:%S"), True)]
+    assert [title.split(" ", 2)[1] for title, _, _ in cells] == ["the", "advisor_run.json&#x27;s", "the", "trace"]
+    assert "newest recorded first" in page and "(file time)" in cells[3][2]
+
+
 def test_has_runs(tmp_path, logdir):
     assert has_runs(logdir[0])
     (tmp_path / "plugins" / "profile" / "run").mkdir(parents=True)     # a run folder without a trace
@@ -105,7 +135,7 @@ def test_the_list_reads_nothing_and_escapes_names(client, logdir, cache_dir):
     root, scan, remat = logdir
     before = _snapshot(root)
     page = client.get("/index.html").text
-    assert "3 profile run(s), newest first" in page
+    assert "3 profile run(s), newest recorded first" in page
     assert page.index(html.escape(remat)) < page.index(html.escape(scan))
     assert HOSTILE not in page and escape.html(HOSTILE) in page and "\x1b" not in page
     assert "<script>" not in page and 'src="advisor.js"' in page      # no inline script (CSP)
@@ -171,9 +201,41 @@ def test_runs_are_named_by_workload_and_the_settings_that_differ(tmp_path, cache
     for name, shown in ((scan.name, "transformer (tiny) model.remat=none"),
                         (f"b/{remat.name}", "transformer (tiny) model.remat=MLP+Attn"),
                         (f"c/{block.name}", "transformer (tiny) model.remat=Block")):
-        assert f'<option value="{run_ref(name)}">{name} · {shown}</option>' in page
-        assert f"{name}</a></td><td>{shown}</td>" in page
+        first = shown.split(" ", 2)[2] + f" · transformer (tiny) · {name}"       # the picker: the settings first
+        assert f'<option value="{run_ref(name)}" title="{name} · {shown}">{first}</option>' in page
+        assert f"{name.replace('/', '/<wbr>')}</a></td><td>{shown}</td>" in page     # a long name breaks at its /
     assert HOSTILE not in page and escape.html(HOSTILE) in page and "\x1b" not in page
+
+
+def test_the_picker_leads_with_the_settings_that_tell_a_run_apart(tmp_path, cache_dir):
+    """A sweep varying several settings: the picker cut "transformer_remat/… · transformer (tiny)
+    model.dtype=float32 mo" at the page's width, the setting that told the run apart off-screen. Each
+    option leads with the run's rarest values, its name last (name and label whole in its title and
+    the table)."""
+    import json
+
+    runs = {}
+    for folder, fixture, dtype in (("a", "transformer_scan", None), ("b", "transformer_remat", None),
+                                   ("c", "transformer_remat", "bfloat16"), ("d", "transformer_remat_block", None)):
+        run = _copy_run(fixture, tmp_path / folder, 1_700_000_000)
+        if dtype:
+            meta = json.loads((run / "advisor_run.json").read_text())
+            meta["config"]["model"]["dtype"] = dtype
+            (run / "advisor_run.json").write_text(json.dumps(meta))
+        runs[folder] = f"{folder}/{run.name}"
+    page = Client(wsgi(AdvisorApp(tmp_path, profile_links=False))).get("/index.html", base_url="http://127.0.0.1/").text
+    shown = {ref: text for ref, text in re.findall(r'<option value="([^"]+)" title="[^"]*">([^<]*)</option>', page)}
+    assert shown[run_ref(runs["b"])] == f"model.remat=MLP+Attn model.dtype=float32 · transformer (tiny) · {runs['b']}"
+    assert shown[run_ref(runs["c"])] == f"model.dtype=bfloat16 model.remat=MLP+Attn · transformer (tiny) · {runs['c']}"
+    assert shown[run_ref(runs["a"])] == f"model.remat=none model.dtype=float32 · transformer (tiny) · {runs['a']}"
+    # the table keeps the schema's order, whole
+    assert "<td>transformer (tiny) model.dtype=float32 model.remat=MLP+Attn</td>" in page
+    # a run picked: its select's title is the whole label
+    picked = Client(wsgi(AdvisorApp(tmp_path, profile_links=False))).get(
+        f"/index.html?run={run_ref(runs['c'])}", base_url="http://127.0.0.1/").text
+    assert (f'<select name="run" data-go title="{runs["c"]} · transformer (tiny) model.dtype=bfloat16 '
+            'model.remat=MLP+Attn">') in picked
+    assert f'<option value="{run_ref(runs["c"])}" selected title=' in picked
 
 
 def test_unknown_run_and_missing_logdir(client, tmp_path):
@@ -184,6 +246,22 @@ def test_unknown_run_and_missing_logdir(client, tmp_path):
     assert "No profile runs under" in empty.get("/index.html").text
     assert empty.get("/").status_code == 302
     assert empty.get("/nothing").status_code == 404
+
+
+def test_the_root_keeps_the_query(logdir, cache_dir):
+    """http://127.0.0.1:PORT/?run=X redirected to index.html and lost the run."""
+    root, scan, remat = logdir
+    served = Client(wsgi(AdvisorApp(root, profile_links=False)))
+    query = f"run={run_ref(remat)}&compare={run_ref(scan)}"
+    moved = served.get(f"/?{query}", base_url="http://127.0.0.1/")
+    assert moved.status_code == 302 and moved.headers["Location"] == f"index.html?{query}"
+    assert served.get("/", base_url="http://127.0.0.1/").headers["Location"] == "index.html"
+    moved = served.get(f"/?run={run_ref(HOSTILE)}", base_url="http://127.0.0.1/").headers["Location"]
+    page = served.get(f"/{moved}", base_url="http://127.0.0.1/").text     # as a browser resolves it
+    assert f'data-run="{run_ref(HOSTILE)}"' in page
+    # bytes a header may not hold travel percent-encoded, not raw
+    odd = served.get("/", base_url="http://127.0.0.1/", environ_overrides={"QUERY_STRING": "run=a\xff\r\nb"})
+    assert odd.headers["Location"] == "index.html?run=a%FF%0D%0Ab"
 
 
 def test_without_tensorboard_the_tools_are_named_not_linked(logdir, cache_dir):

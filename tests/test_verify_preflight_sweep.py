@@ -18,6 +18,8 @@ def test_verify_measures_each_change(tmp_path):
     assert remat["loss_match"] is True and remat["bug"] is False
     rec = findings["missing-remat"]["recommendation"]
     assert rec["checked"] == "measured" and "re-run with --set model.remat=MLP+Attn" in rec["check"]
+    # the checked line's figures are the record's, as the table prints them
+    assert f"(x{remat['step_time_ratio']:.2f}, noise {remat['step_time_noise']:.0%})" in rec["check"]
     scan = findings["scan-dynamic-update-slice"]["verified"]
     assert scan["change"] == {"model.scan_layers": False}
     # unrolling must compute the same function: same loss on the same parameters
@@ -53,3 +55,30 @@ def test_sweep_refuses_bad_values_before_running(tmp_path):
     proc = cli("sweep", "transformer", "--vary", "model.remat=MLP+Everything", "--logdir", tmp_path)
     assert proc.returncode == 2 and "bad value for model.remat" in proc.stderr
     assert not tmp_path.exists() or not list(tmp_path.rglob("*.xplane.pb"))
+
+
+def test_the_checked_line_and_the_verified_table_round_the_noise_once():
+    """--verify printed "x1.25, noise 13%" in the checked line (from the noise as measured, 0.12503)
+    and "noise 12%" in its table (from the record's 0.125): both print the record's figures."""
+    import io
+
+    from conftest import FIXTURES, analyze_json
+
+    from advisor.report import layout, text
+    from advisor.verification import _measured
+
+    doc = analyze_json(FIXTURES / "transformer_scan")["runs"][0]
+    finding = doc["findings"][0]
+    finding["verified"] = {
+        "change": {"model.remat": ["MLP", "Attn"]}, "promised": "step_time", "improved": False,
+        "step_time_ms": [100.0, 125.0], "step_time_ratio": 1.25, "step_time_noise": round(0.12503, 4),
+        "peak_memory_bytes": [40 << 20, 30 << 20], "peak_memory_ratio": 0.75, "compiled_required_bytes": [None, None],
+        "numerics": "same function", "initial_loss": [6.2, 6.2], "loss_match": True, "bug": False}
+    line = _measured(finding["verified"])
+    finding["recommendation"].update(checked="measured", check=f"re-run with --set model.remat=MLP+Attn: {line}")
+    out = io.StringIO()
+    text.render([doc], layout.console(out, terminal=False, width=200))
+    printed = out.getvalue()
+    assert "(x1.25, noise 12%)" in line and "noise 13%" not in printed
+    table = printed[printed.index("verified: each change applied alone"):]
+    assert "100.0 -> 125.0 ms (x1.25, noise 12%)" in table

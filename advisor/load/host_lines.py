@@ -31,7 +31,12 @@ _TRANSFER_NAMES = ("DevicePut", "H2D Dispatch", "D2H Dispatch")
 _COMPILER_LINES = ("tf_PjRtCompilerThreadPool", "tf_xla-cpu-codegen", "tf_xla-gpu", "tf_XLAGpuCompiler")
 
 
+TOOL_WAIT = "advisor: waits for the device work"     # advisor.trace's own waits (api.Trace), not the program's
+
+
 def _host_category(name: str) -> Optional[str]:
+    if name.startswith(TOOL_WAIT):
+        return "tool"
     if _COMPILE_RE.match(name):
         return "compile"
     if _SYNC_RE.match(name):
@@ -56,9 +61,9 @@ _ALLOC_EVENTS = ("MemoryAllocation", "MemoryDeallocation")
 _ALLOC_STATS = frozenset({"allocator_name", "bytes_allocated", "peak_bytes_in_use"})
 
 
-_CAT_CODES = {None: 0, "compile": 1, "sync": 2, "transfer": 3}
+_CAT_CODES = {None: 0, "compile": 1, "sync": 2, "transfer": 3, "tool": 4}
 _CATS = {v: k for k, v in _CAT_CODES.items()}
-_ALLOC, _STEP_MARK = 4, 5      # host event codes beside the categories: allocator event, maybe a step mark
+_ALLOC, _STEP_MARK = 5, 6      # host event codes beside the categories: allocator event, maybe a step mark
 
 
 def _host_code(name: str) -> int:

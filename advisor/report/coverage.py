@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+NO_RULE_RAN = "No rule ran (the rules selected, less those ignored, left none): nothing was checked."
+
 
 def summary(doc: dict) -> Optional[tuple[str, list[tuple[str, list[str]]], str]]:
     """(headline, [(what the trace lacks, rule ids)], which ran) when a rule could not run and the

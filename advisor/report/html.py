@@ -149,7 +149,9 @@ def run_section(doc: dict, charts: list[str], finding_extra=None) -> str:
         out.append(f'<p class="verdict"><b>verdict</b> {_e(verdict)}</p>')
     out.append("<h2>Findings</h2>")
     out += ([_finding(f, finding_extra(f) if finding_extra else "") for f in doc["findings"]]
-            or ([] if coverage.summary(doc) else ["<p>No findings: no rule fired on this run.</p>"]))
+            or ([] if coverage.summary(doc) else [f"<p>{_e(coverage.NO_RULE_RAN)}</p>" if not (doc.get("rules") or {}).get("ran")
+                                                  and not (doc.get("rules") or {}).get("could_not_run")
+                                                  else "<p>No findings: no rule fired on this run.</p>"]))
     said = coverage.summary(doc)
     if said:
         head, groups, ran = said

@@ -187,7 +187,9 @@ def pairs(con: Console, rows: Sequence[Sequence[Cell]], title: Optional[Text] = 
 
 
 def indented(con: Console, rows: Sequence[tuple[str, Cell]], indent: int = 4, label_width: int = 10) -> None:
-    """`    label:    value` lines (a finding's fix, cost, ...): on a terminal the value wraps under itself."""
+    """`    label:    value` lines (a finding's fix, cost, ...): on a terminal the value wraps under itself.
+    A label as long as label_width widens the labels' column: a space always follows a label."""
+    label_width = max([label_width, *(len(label) + 1 for label, _ in rows)])
     t = Table.grid(padding=0)
     t.add_column(no_wrap=True, width=indent + label_width)
     t.add_column(overflow="fold")

@@ -284,7 +284,9 @@ def _findings(doc: dict, console: Console) -> None:
     rules = doc.get("rules") or {}
     ran, lacking = rules.get("ran", []), rules.get("could_not_run", [])
     if not findings:
-        if lacking:
+        if not ran and not lacking:
+            console.print(Text(coverage.NO_RULE_RAN, style="bold yellow"))
+        elif lacking:
             _coverage(doc, console)
             if doc.get("warnings"):
                 console.print(Text("The analysis is partial (see PARTIAL above).", style="bold yellow"))

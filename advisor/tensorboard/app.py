@@ -36,7 +36,7 @@ from ..units import mib
 from . import assets, cache
 from .jobs import Budget, Jobs
 from .links import finding_links
-from .runs import Run, RunIndex
+from .runs import DATED_BY, Run, RunIndex
 
 REPORTS_KEPT = 32      # finished reports kept as HTML (a cache key names what they were made from)
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -224,21 +224,25 @@ class AdvisorApp:
     # -- pieces ----------------------------------------------------------------------------------
 
     def _picker(self, runs: list[Run], run: Optional[Run], other: Optional[Run]) -> str:
-        """Each option's value is the run's run_ref, its text the name as shown (escape.html) with
-        what the run ran beside it."""
+        """Each option's value is the run's run_ref, its text what the run ran, the settings that
+        tell it apart first, then its name as shown (escape.html): a select is cut at the page's width,
+        and a long name would hide the settings. Its title, and the select's, the name and the label."""
         def make() -> str:
-            shown = _shown_names(self._labels(runs))
-            return "".join(f'<option value="{run_ref(r.name)}">{_e(shown[r.name])}</option>' for r in runs)
+            shown, full = _shown_names(self._labels(runs, True), True), _shown_names(self._labels(runs))
+            return "".join(f'<option value="{run_ref(r.name)}" title="{_e(full[r.name])}">{_e(shown[r.name])}</option>'
+                           for r in runs)
         options = self._cached("options", (self.index_of_runs.generation,), make)
 
-        def select(chosen: Optional[Run], blank: str) -> str:
+        def select(name: str, chosen: Optional[Run], blank: str) -> str:
             if chosen is None:
-                return f'<option value="">{_e(blank)}</option>{options}'
-            ref = f'<option value="{run_ref(chosen.name)}">'
-            return f'<option value="">{_e(blank)}</option>' + options.replace(ref, ref[:-1] + " selected>", 1)
+                return f'<select name="{name}" data-go><option value="">{_e(blank)}</option>{options}</select>'
+            ref = f'<option value="{run_ref(chosen.name)}" '
+            title = _shown_names({chosen.name: self._labels(runs).get(chosen.name, "")})[chosen.name]
+            return (f'<select name="{name}" data-go title="{_e(title)}"><option value="">{_e(blank)}</option>'
+                    + options.replace(ref, ref + "selected ", 1) + "</select>")
         return ('<header class="bar"><h1>Advisor</h1><form method="get" action="index.html">'
-                f'<label>run <select name="run" data-go>{select(run, "choose a run")}</select></label>'
-                f'<label>compare with <select name="compare" data-go>{select(other, "none")}</select></label>'
+                f'<label>run {select("run", run, "choose a run")}</label>'
+                f'<label>compare with {select("compare", other, "none")}</label>'
                 '<input type="hidden" name="picked" value="1"><noscript><button>open</button></noscript>'
                 '</form></header>')
 
@@ -251,19 +255,21 @@ class AdvisorApp:
         def make() -> str:
             ran = self._labels(runs)
             rows = "".join(
-                f'<tr><td><a href="index.html?run={run_ref(r.name)}">{_e(r.name)}</a></td><td>{_e(ran[r.name])}</td>'
-                f"<td>{_e(_when(r.mtime))}</td><td>{_e(', '.join(r.hosts))}</td><td class=n>{_e(mib(r.size))}</td>"
+                f'<tr><td><a href="index.html?run={run_ref(r.name)}">{_wbr(r.name)}</a></td><td>{_e(ran[r.name])}</td>'
+                f"{_recorded(r)}{_hosts(r)}<td class=n>{_e(mib(r.size))}</td>"
                 f"<td>{_e(self._brief(r))}</td></tr>"
                 for r in runs)
-            return (f"<p>{len(runs)} profile run(s), newest first; a run is analyzed when opened.</p>"
-                    '<table class="runs"><tr><th>run</th><th>workload and settings</th><th>recorded</th><th>hosts</th>'
-                    f"<th>trace size</th><th>analysis</th></tr>{rows}</table>")
+            return (f"<p>{len(runs)} profile run(s), newest recorded first; a run is analyzed when opened.</p>"
+                    '<div class="scroll"><table class="runs"><colgroup><col><col><col class="when"><col class="hosts">'
+                    '<col class="size"><col class="brief"></colgroup><tr><th>run</th><th>workload and settings</th>'
+                    f"<th>recorded</th><th>hosts</th><th>trace size</th><th>analysis</th></tr>{rows}</table></div>")
         return self._cached("table", self._table_source(), make)
 
-    def _labels(self, runs: list[Run]) -> dict[str, str]:
+    def _labels(self, runs: list[Run], settings_first: bool = False) -> dict[str, str]:
         """_labels of the listing, read again only when the listing changes (its advisor_run.json files
         are among what the listing stamps)."""
-        return self._cached("labels", (self.index_of_runs.generation,), lambda: _labels(runs))
+        return self._cached(f"labels{settings_first:d}", (self.index_of_runs.generation,),
+                            lambda: _labels(runs, settings_first))
 
     def _brief(self, run: Run) -> str:
         """The cached analysis's findings by severity; nothing is analyzed to list a run."""
@@ -349,22 +355,46 @@ def project_settings(folder: Path) -> tuple[str, Optional[str]]:
                       sort_keys=True, default=str), None
 
 
-def _labels(runs: list[Run]) -> dict[str, str]:
+def _labels(runs: list[Run], settings_first: bool = False) -> dict[str, str]:
     """Each run's workload and the settings that tell it from the other runs of that workload (from
     its advisor_run.json; "" for a trace no bundled workload recorded): a sweep's runs differ by what
-    they set, not only by their timestamps."""
+    they set, not only by their timestamps. settings_first: run_label.settings_first's order."""
     from ..run_label import labels, read
+    from ..run_label import settings_first as first
 
-    return {r.name: text for r, text in zip(runs, labels([read(r.path / RUN_METADATA) for r in runs]))}
+    infos = [read(r.path / RUN_METADATA) for r in runs]
+    return {r.name: text for r, text in zip(runs, (first if settings_first else labels)(infos))}
 
 
-def _shown_names(labels: dict[str, str]) -> dict[str, str]:
-    """What the run pickers show: the run's name, and its label beside it (the value is its run_ref)."""
+def _shown_names(labels: dict[str, str], label_first: bool = False) -> dict[str, str]:
+    """The run's name and its label beside it (before it with label_first)."""
+    if label_first:
+        return {name: f"{text} · {name}" if text else name for name, text in labels.items()}
     return {name: f"{name} · {text}" if text else name for name, text in labels.items()}
 
 
 def _when(mtime: float) -> str:
     return datetime.datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _recorded(run: Run) -> str:
+    """The run list's recorded cell: when, and (its title) what says so; a file's time marked as such."""
+    mark = ' <span class="meta">(file time)</span>' if run.recorded_from == "mtime" else ""
+    return f'<td title="{_e(DATED_BY[run.recorded_from])}"><span class="when">{_e(_when(run.recorded))}</span>{mark}</td>'
+
+
+def _wbr(name: str) -> str:
+    """A run's name escaped, where it may break: after each `/` (a long name wraps by its folders)."""
+    return "/<wbr>".join(_e(part) for part in name.split("/"))
+
+
+def _hosts(run: Run, shown: int = 3) -> str:
+    """The run list's hosts cell: up to `shown` names; beyond, how many and the first (every name in
+    its title)."""
+    names = ", ".join(run.hosts)
+    if len(run.hosts) <= shown:
+        return f"<td>{_e(names)}</td>"
+    return f'<td title="{_e(names)}">{len(run.hosts)} hosts: {_e(run.hosts[0])}, …</td>'
 
 
 def _respond(body: str, mimetype: str, status: int = 200) -> Response:
@@ -391,7 +421,12 @@ def wsgi(app: AdvisorApp) -> Callable:
                             "text/plain", 403)(environ, start_response)
         path = environ.get("PATH_INFO") or "/"
         if path == "/":
-            return Response(status=302, headers={"Location": "index.html"})(environ, start_response)
+            # the query goes along (/?run=X opens X); its bytes as sent (WSGI's latin-1), any that
+            # may not stand in a header percent-encoded
+            query = urllib.parse.quote((environ.get("QUERY_STRING") or "").encode("latin-1", "replace"),
+                                       safe="%&=+;,/?:@!$'()*~")
+            return Response(status=302, headers={"Location": "index.html" + (f"?{query}" if query else "")})(
+                environ, start_response)
         handler = routes.get(path)
         if handler is None:
             return _respond("not found", "text/plain", 404)(environ, start_response)

@@ -76,11 +76,17 @@ if (box) {
 
 EXTRA_CSS = """
 header.bar{display:flex;flex-wrap:wrap;gap:12px;align-items:center;margin-bottom:8px}
-header.bar form{display:flex;flex-wrap:wrap;gap:8px;align-items:center}
-select{font:inherit;max-width:min(44em,100%)}
+header.bar form{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:6px 8px;align-items:center;
+flex:1 1 100%;min-width:0}
+header.bar label{display:contents}
+select{font:inherit;width:100%;min-width:0;text-overflow:ellipsis}
+.scroll{overflow-x:auto;max-width:100%}
+body{overflow-wrap:break-word}code{overflow-wrap:anywhere}
 .tools{font-size:.9em;margin:6px 0 0}.tools a{margin-right:10px}
 #progress{border:1px solid #d5d9e0;border-radius:6px;padding:10px 14px;background:#f7f9fc}
-table.runs td{white-space:nowrap}
+table.runs{table-layout:fixed;width:100%;min-width:54em}table.runs td{overflow-wrap:anywhere}
+table.runs col.when{width:12em}table.runs col.hosts{width:7em}table.runs col.size{width:5.5em}
+table.runs col.brief{width:11em}table.runs .when{white-space:nowrap}
 html.dark body{background:#202124;color:#e8eaed}
 html.dark .card,html.dark .finding,html.dark td,html.dark th,html.dark #progress,html.dark h2{border-color:#5f6368}
 html.dark .sev,html.dark code{background:#3c4043;color:#e8eaed}

@@ -6,12 +6,21 @@ name", so a name opens the same run in both tabs).
 
 `RunIndex` lists a logdir once and keeps the listing current from a thread: a request reads the
 last listing and never walks the logdir (a page polls its run's status every second).
+
+A run is dated when it was recorded, not when its files were last written (a clone, a copy or an
+unpacked archive gives every file the same time): by its folder's name as jax.profiler writes it
+(`YYYY_MM_DD_HH_MM_SS`, the recording machine's local time), else by its advisor_run.json's
+`created`, else by its newest host file's modification time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import functools
+import json
 import os
+import re
 import threading
 import time
 import weakref
@@ -22,6 +31,13 @@ from ..locate import MEMORY_PROFILE, RUN_METADATA, TRACING_PREFIX, XPLANE_SUFFIX
 from .cache import key_of, stamp_of
 
 PROFILE_DIR = ("plugins", "profile")
+FOLDER_TIME = re.compile(r"(\d{4})_(\d\d)_(\d\d)_(\d\d)_(\d\d)_(\d\d)(?![0-9])")    # jax.profiler's run folder
+MAX_METADATA = 1 << 20      # advisor_run.json is a few KB; a larger one is not advisor's
+# Run.recorded_from -> where the date comes from, as the run list says it
+DATED_BY = {"folder": "from the run folder's name, as jax.profiler wrote it (the recording machine's local time)",
+            "metadata": "from advisor_run.json's created (the run folder's name holds no date)",
+            "mtime": "the trace file's modification time: neither the run folder's name nor an "
+                     "advisor_run.json says when the run was recorded (a copy or a clone changes it)"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,9 +50,12 @@ class Run:
     stamps: tuple = ((), None, None)   # cache.stamp_of each file the analysis reads, as listed
     memory_profile: bool = False
     run_metadata: bool = False
+    recorded: float = 0.0      # when the run was recorded (s since the epoch): see recorded_from
+    recorded_from: str = "mtime"   # a key of DATED_BY
 
     def to_json(self) -> dict:
-        return {"name": self.name, "hosts": list(self.hosts), "mtime": self.mtime, "size": self.size}
+        return {"name": self.name, "hosts": list(self.hosts), "mtime": self.mtime, "size": self.size,
+                "recorded": self.recorded, "recorded_from": self.recorded_from}
 
     def files(self) -> RunFiles:
         """The run as locate.find_runs gives it, from what the listing already read."""
@@ -51,7 +70,8 @@ class Run:
 
 
 def list_runs(logdir: str | Path) -> list[Run]:
-    """Every profile run under `logdir`, newest first (one stat per file of a run, nothing read)."""
+    """Every profile run under `logdir`, newest recorded first (one stat per file of a run; a run's
+    advisor_run.json read only where its folder's name holds no date)."""
     root = Path(logdir)
     runs = []
     for tb_dir, dirs, _ in os.walk(root):
@@ -64,7 +84,7 @@ def list_runs(logdir: str | Path) -> list[Run]:
             if run is not None:
                 runs.append(run)
         dirs[:] = []     # a run folder holds no further runs
-    return sorted(runs, key=lambda r: (-r.mtime, r.name))
+    return sorted(runs, key=lambda r: (-r.recorded, r.name))
 
 
 def read_run(folder: Path, name: str) -> Optional[Run]:
@@ -85,8 +105,40 @@ def read_run(folder: Path, name: str) -> Optional[Run]:
         return None
     if not hosts:
         return None
+    recorded, dated_by = folder_time(folder.name), "folder"
+    if recorded is None and RUN_METADATA in side:
+        recorded, dated_by = _created(*side[RUN_METADATA][:3]), "metadata"
+    if recorded is None:
+        recorded, dated_by = mtime, "mtime"
     return Run(name, folder, tuple(hosts), mtime, size, (tuple(stamps), side.get(MEMORY_PROFILE), side.get(RUN_METADATA)),
-               MEMORY_PROFILE in side, RUN_METADATA in side)
+               MEMORY_PROFILE in side, RUN_METADATA in side, recorded, dated_by)
+
+
+def folder_time(name: str) -> Optional[float]:
+    """The time a run folder's name gives (`2026_11_21_23_52_05`, with or without a suffix; read as
+    local time, as jax.profiler writes it), else None."""
+    m = FOLDER_TIME.match(name)
+    if m is None:
+        return None
+    try:
+        return datetime.datetime(*map(int, m.groups())).timestamp()
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _created(path: str, size: int, mtime_ns: int) -> Optional[float]:
+    """advisor_run.json's `created` (an ISO time) as seconds since the epoch, else None; read once per
+    state of the file (the listing runs every few seconds). The file is a stranger's: bounded, and
+    anything but an ISO time is no date."""
+    if size > MAX_METADATA:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            created = json.loads(fh.read(MAX_METADATA + 1)).get("created")
+        return datetime.datetime.fromisoformat(created).timestamp()
+    except (OSError, ValueError, RecursionError, TypeError, AttributeError, OverflowError):
+        return None
 
 
 def has_runs(logdir: str | Path) -> bool:

@@ -10,6 +10,8 @@ connection. `python benchmarks/serve_load.py` measures it (docs/tensorboard.md).
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -61,7 +63,15 @@ def serve(logdir: Path, port: int, workers: int, budget: Budget, say: Callable[[
     the server's threads are stopped on the way out, and the analyses by Jobs.stop at exit."""
     server = make_server(wsgi(AdvisorApp(logdir, profile_links=False, jobs=Jobs(workers, budget))), port)
     try:
-        say(f"advisor: serving {logdir} at http://{HOST}:{server.bind_addr[1]}/ (Ctrl-C stops)")
+        say(f"advisor: serving {logdir} at http://{HOST}:{server.bind_addr[1]}/ ({how_to_stop()})")
         server.serve()
     finally:
         server.stop()
+
+
+def how_to_stop() -> str:
+    """What stops this process: Ctrl-C, unless it was started ignoring SIGINT (kept so, as POSIX
+    tools do: `advisor serve ... &` from a shell without job control), then a kill."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return f"`kill {os.getpid()}` stops it"
+    return "Ctrl-C stops"

@@ -149,8 +149,10 @@ def _build(profile: Profile) -> Optional[dict[str, Any]]:
         notes.append("no step time: MFU and the rates per step are unknown")
     if over_peak:
         src = peak.source if peak else "?"
-        notes.append(f"above 100% of the peak ({src}), so the peak cannot be right for this device (or the "
-                     f"count is wrong); those shares are left out: {'; '.join(over_peak[:5])}"
+        why = ("so the peak cannot be right for this device (or the count is wrong)" if profile.backend != "cpu" else
+               "so the peak cannot be right for this device, or the op's time is short (XLA:CPU hands large ops "
+               "to its thread pool, and an op's event may end before that work does)")
+        notes.append(f"above 100% of the peak ({src}), {why}; those shares are left out: {'; '.join(over_peak[:5])}"
                      + (f" and {len(over_peak) - 5} more" if len(over_peak) > 5 else ""))
     unknown_share = unknown_ns / total_ns if total_ns else 0.0
     if unknown_ns and total_ns:
