@@ -1,5 +1,5 @@
 """The HTML report: one self-contained file (inline CSS, inline SVG charts drawn by matplotlib),
-no script, no network. Numbers come from the analysis (summary, findings, compare's metrics);
+no script, no network. Numbers come from the runs' result documents (summary, findings, views, compare's metrics);
 this module only formats and draws them. Every chart has a table with its numbers beside it.
 """
 
