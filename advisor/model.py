@@ -169,6 +169,16 @@ class HloModule:
     parameter_dtypes: dict[int, str] = dataclasses.field(default_factory=dict)
     loops: dict[str, Loop] = dataclasses.field(default_factory=dict)     # by while instruction name
 
+    def in_loop(self, loop: str, target: str) -> bool:
+        """Whether the loop `loop` (an instruction's, "" outside loops) is `target` or nested in it."""
+        seen = 0
+        while loop and seen < 64:       # a bound, should a damaged trace's parents make a cycle
+            if loop == target:
+                return True
+            loop = self.loops[loop].parent if loop in self.loops else ""
+            seen += 1
+        return False
+
     def collectives(self) -> list[Instruction]:
         """The module's collective instructions (async `-done` halves left out: the `-start` carries them)."""
         return [i for i in self.instructions.values() if i.collective and not i.opcode.endswith("-done")]

@@ -151,20 +151,9 @@ def loop_time(profile: Profile, module: HloModule, loops: set[str]) -> float:
         ins = module.instructions.get(op.name)
         if ins is None or ins.opcode in ("while", "conditional", "call"):
             continue
-        if any(inside(module, ins.loop, lp) for lp in loops):
+        if any(module.in_loop(ins.loop, lp) for lp in loops):
             total += op.self_ns
     return total / devices / steps / 1e9
-
-
-def inside(module: HloModule, loop: str, target: str) -> bool:
-    """Whether `loop` is `target` or nested in it."""
-    seen = 0
-    while loop and seen < 64:
-        if loop == target:
-            return True
-        loop = module.loops[loop].parent if loop in module.loops else ""
-        seen += 1
-    return False
 
 
 def _ring(ins: Instruction) -> Optional[int]:

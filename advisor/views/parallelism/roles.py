@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from ...model import HloModule, Instruction
 from .mesh import MODEL_NAMES, Axis
-from .pipeline import inside
 from .weights import is_weight, squeeze
 
 
@@ -17,7 +16,7 @@ def role(ins: Instruction, module: HloModule, weights, schedule: set[str]) -> st
     kind = ins.collective
     operands = [d for d in ins.operand_dims if d] or [ins.dims]
     if kind == "collective-permute":
-        if any(inside(module, ins.loop, loop) for loop in schedule):
+        if any(module.in_loop(ins.loop, loop) for loop in schedule):
             return "pipeline-transfer"
         return "tensor-parallel" if len(squeeze(operands[0])) >= 2 else "other"
     if kind == "all-gather" and any(is_weight(d, weights) for d in operands):
