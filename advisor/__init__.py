@@ -8,8 +8,7 @@
     advisor.verify(make_step, {"remat": True})       # a recommended change compiled on your code
 """
 
-__version__ = "0.1.0"
-
+from .version import __version__  # noqa: E402
 from .api import Plan, Report, Trace, analyze, preflight, trace  # noqa: E402  (api imports jax lazily)
 from .verification import Check, verify  # noqa: E402
 

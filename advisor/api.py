@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
-from .engine import Analysis, RunFailure
+from .job import Analysis, RunFailure
 from .errors import AdvisorError
 from .load.host_lines import TOOL_WAIT
 
@@ -47,16 +47,19 @@ class Report:
         import json
         return json.loads(self.to_json())
 
+    def documents(self) -> list[dict]:
+        """Each run's result document, what every report renders (Analysis.document())."""
+        return [a.document() for a in self.runs]
+
     def to_json(self) -> str:
         """Exactly the document `advisor analyze --format json` prints."""
         from .report.json_report import render
-        return render([a.to_json() for a in self.runs], self.read_from, self.command,
-                      failed=[f.to_json() for f in self.failed])
+        return render(self.documents(), self.read_from, self.command, failed=[f.to_json() for f in self.failed])
 
     def to_text(self) -> str:
         """The CLI's text report, as `advisor analyze PATH --output report.txt` writes it (no colour)."""
         from .report.text import render_plain
-        return render_plain([a.to_json() for a in self.runs], [f.to_json() for f in self.failed], self.read_from)
+        return render_plain(self.documents(), [f.to_json() for f in self.failed], self.read_from)
 
     def __str__(self) -> str:
         """print(report) prints the text report; repr(report) stays one line."""
@@ -64,7 +67,7 @@ class Report:
 
     def to_html(self) -> str:
         from .report.html import render_report
-        return render_report(self)
+        return render_report(self.documents(), self.read_from, self.command, [f.to_json() for f in self.failed])
 
     def save_html(self, path: Union[str, Path]) -> Path:
         """Raises AdvisorError for a path that is one of the traces read, or inside their run folders."""
@@ -134,26 +137,26 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     "data=2,pipe=2" (the CLI's --mesh); names the axes of summary.parallelism (else inferred).
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).
     """
-    from .engine import all_rules, analyze_all, select_rules
+    from . import rules as catalog
+    from .engine import analyze_all
+    from .job import Job
     from .peaks import user_peaks
     from .settings import parse_ids, parse_steps_flag, validate_options
 
     as_ids = lambda v, name: parse_ids([v] if isinstance(v, str) else list(v), name)  # noqa: E731 - "a+b", "none"
-    rules = select_rules(None if select is None else as_ids(select, "select"), as_ids(ignore, "ignore"))
-    opts = validate_options(options or {}, {r.id: r for r in all_rules()})
-    analyses, failed = analyze_all(path, rules, opts, progress, _size(device_memory, "device_memory"),
-                                   jobs=1 if jobs is None else jobs, engine=engine,
-                                   ray_address=ray_address, steps=parse_steps_flag(steps, "steps"),
-                                   peaks=peaks or user_peaks(peak_flops, peak_bandwidth, "peak_flops=",
-                                                             "peak_bandwidth="),
-                                   mesh=_mesh(mesh))
+    rules = catalog.select(None if select is None else as_ids(select, "select"), as_ids(ignore, "ignore"))
+    job = Job(tuple(rules), validate_options(options or {}, {r.id: r for r in catalog.ALL}),
+              _size(device_memory, "device_memory"), parse_steps_flag(steps, "steps"),
+              peaks or user_peaks(peak_flops, peak_bandwidth, "peak_flops=", "peak_bandwidth="), _mesh(mesh))
+    analyses, failed = analyze_all(path, job, jobs=1 if jobs is None else jobs, engine=engine,
+                                   ray_address=ray_address, progress=progress)
     return Report(analyses, failed, str(path))
 
 
 def _mesh(mesh):
     if mesh is None:
         return None
-    from .views.parallelism import parse_mesh
+    from .views.parallelism.mesh import parse_mesh
     try:
         return parse_mesh(mesh)
     except ValueError as err:
@@ -210,7 +213,8 @@ class Trace:
         import jax
 
         from .cleanup import untrack
-        from .runner import MEMORY_PROFILE, _claim_run_dir
+        from .locate import MEMORY_PROFILE
+        from .runner import _claim_run_dir
 
         try:
             with jax.profiler.TraceAnnotation(TOOL_WAIT):
@@ -226,7 +230,7 @@ class Trace:
         try:
             self.run_dir = _claim_run_dir(self._private, self.logdir / "plugins" / "profile")
             try:
-                from .runner import RUN_METADATA
+                from .locate import RUN_METADATA
                 jax.profiler.save_device_memory_profile(str(self.run_dir / MEMORY_PROFILE))
                 import json
 

@@ -1,4 +1,6 @@
-"""The pre-merge check: a run against a baseline file, with budgets and a pass/fail verdict."""
+"""The pre-merge check (`advisor check`): a run, read from its trace or recorded by a bundled workload,
+against a baseline file, with budgets and a pass/fail verdict; with a workload, step time measured
+for both sides interleaved (advisor/timing.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,12 @@ import datetime
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from . import __version__, safe_json
+from . import safe_json
+from .version import __version__
 from .compare import Comparison, Metrics, compare, metrics
-from .engine import Analysis
+from .job import Job
 from .errors import AdvisorError
 from .outputs import write_text
 from .findings import SEVERITIES
@@ -34,8 +37,9 @@ class Check:
 class CheckResult:
     checks: list[Check]
     comparison: Optional[Comparison]
-    analysis: Analysis
+    document: dict                  # the checked run's result document (Analysis.document())
     evidence: Optional["StepTimeEvidence"] = None
+    path: str = ""                  # what was read: the trace given, or the workload's run folder
 
     @property
     def passed(self) -> bool:
@@ -47,7 +51,7 @@ class CheckResult:
             "checks": [dataclasses.asdict(c) for c in self.checks],
             "comparison": self.comparison.to_json() if self.comparison else None,
             "step_time": _evidence_json(self.evidence),
-            "run": self.analysis.to_json(),
+            "run": self.document["run"],
         }
 
 
@@ -65,21 +69,18 @@ def _evidence_json(e: Optional["StepTimeEvidence"]) -> Optional[dict]:
     return out
 
 
-def save_baseline(path: Path, analysis: Analysis, workload: Optional[dict] = None, kept: bool = True) -> None:
-    """kept: the trace stays where it was read (False: a temporary folder, removed after: not named)."""
+def save_baseline(path: Path, document: dict, workload: Optional[dict] = None, kept: bool = True) -> None:
+    """The baseline of a run's result document; kept: the trace stays where it was read (False: a
+    temporary folder, removed after: not named)."""
     doc = {
         "schema_version": BASELINE_VERSION,
         "advisor_version": __version__,
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
-        "trace": analysis.profile.path if kept else None,
+        "trace": document["run"]["path"] if kept else None,
         "workload": workload,
-        "metrics": metrics(analysis).to_json(),
+        "metrics": metrics(document).to_json(),
     }
     write_text(path, safe_json.dumps(doc, indent=2) + "\n")   # never a half-written baseline
-
-
-def read_baseline(path: Path) -> Metrics:
-    return read_baseline_doc(path)[0]
 
 
 def read_baseline_doc(path: Path) -> tuple[Metrics, Optional[dict]]:
@@ -120,12 +121,13 @@ class StepTimeEvidence:
     programs: Optional[dict] = None              # per side, each timing worker's programs compiled / loaded
 
 
-def run_check(analysis: Analysis, baseline: Optional[Metrics], fail_on: str,
+def run_check(document: dict, baseline: Optional[Metrics], fail_on: str,
               max_step_time_regression: float, max_memory_regression: float, rule_ids: list[str],
               evidence: Optional[StepTimeEvidence] = None, strict_time: bool = False,
               min_mfu: Optional[float] = None) -> CheckResult:
+    """The checks of a run's result document against the baseline, the budgets and --fail-on."""
     evidence = evidence or StepTimeEvidence()
-    new = metrics(analysis)
+    new = metrics(document)
     comparison = None
     if baseline is not None:
         if (baseline.backend, baseline.device) != (new.backend, new.device):
@@ -137,22 +139,22 @@ def run_check(analysis: Analysis, baseline: Optional[Metrics], fail_on: str,
     checks = []
     threshold = SEVERITIES.index(fail_on)
     by_rule = {}
-    for f in analysis.findings:
-        by_rule.setdefault(f.rule, []).append(f)
+    for f in document["run"]["findings"]:
+        by_rule.setdefault(f["rule"], []).append(f)
     for rule in rule_ids:
         found = by_rule.get(rule, [])
-        worst = max(found, key=lambda f: SEVERITIES.index(f.severity), default=None)
+        worst = max(found, key=lambda f: SEVERITIES.index(f["severity"]), default=None)
         is_new = comparison is not None and rule in comparison.findings_added
-        too_severe = worst is not None and SEVERITIES.index(worst.severity) >= threshold
+        too_severe = worst is not None and SEVERITIES.index(worst["severity"]) >= threshold
         if worst is None:
             checks.append(Check(f"rule:{rule}", True, "no finding"))
         elif too_severe or is_new:
-            why = "new since the baseline" if is_new else f"severity {worst.severity} >= --fail-on {fail_on}"
-            checks.append(Check(f"rule:{rule}", False, f"{worst.title} ({why})", "error", worst.source))
+            why = "new since the baseline" if is_new else f"severity {worst['severity']} >= --fail-on {fail_on}"
+            checks.append(Check(f"rule:{rule}", False, f"{worst['title']} ({why})", "error", worst.get("source")))
         else:
             why = "also in the baseline" if comparison is not None else f"below --fail-on {fail_on}"
-            checks.append(Check(f"rule:{rule}", True, f"{worst.severity}: {worst.title} ({why})",
-                                "warning", worst.source))
+            checks.append(Check(f"rule:{rule}", True, f"{worst['severity']}: {worst['title']} ({why})",
+                                "warning", worst.get("source")))
     if evidence.paired is not None:
         checks.append(paired_time_check(evidence, max_step_time_regression))
     elif comparison is not None:
@@ -161,7 +163,7 @@ def run_check(analysis: Analysis, baseline: Optional[Metrics], fail_on: str,
         checks.append(_memory_check(comparison, max_memory_regression))
     if min_mfu is not None:
         checks.append(mfu_check(new, min_mfu, comparison.base if comparison is not None else None))
-    return CheckResult(checks=checks, comparison=comparison, analysis=analysis, evidence=evidence)
+    return CheckResult(checks=checks, comparison=comparison, document=document, evidence=evidence)
 
 
 def mfu_check(new: Metrics, min_mfu: float, base: Optional[Metrics] = None) -> Check:
@@ -239,3 +241,115 @@ def parse_percent(text: str, name: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise AdvisorError(f"{name} expects a percentage like 10% or a fraction like 0.1, got {text!r}")
     return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What `advisor check` was asked: the run (a trace, or a bundled workload to record), the
+    baseline to compare with or write, the budgets and how step time is measured."""
+    job: Job                                # the rules and their settings
+    path: Optional[str] = None              # the trace (one run), or
+    workload: Optional[str] = None          # the bundled workload to record and check
+    preset: str = "tiny"
+    overrides: tuple[str, ...] = ()
+    steps: Optional[int] = None
+    logdir: Optional[Path] = None           # where the workload's trace goes (None: a temporary folder)
+    baseline: Optional[Path] = None
+    write_baseline: Optional[Path] = None
+    fail_on: str = "error"
+    step_budget: float = 0.10
+    memory_budget: float = 0.05
+    min_mfu: Optional[float] = None
+    base_python: Optional[str] = None       # the interpreter that times the base side
+    rounds: int = 8
+    round_steps: int = 2
+    strict_time: bool = False
+    allow_partial: bool = False
+
+    @property
+    def items(self) -> list[str]:
+        return list(self.overrides) + ([f"train.steps={self.steps}"] if self.steps is not None else [])
+
+
+
+def run(request: Request, progress: Callable[[str], None], note: Callable[[str], None]) -> Optional[CheckResult]:
+    """The check: the run read (or the workload recorded), the baseline written where asked (None when
+    that is all there is to do), step time measured for both sides where the baseline records its
+    workload (or --base-python), and judged; a slower step time against a recorded baseline is
+    measured again before it is believed. `note`: the lines the user always sees."""
+    import contextlib
+    import os
+
+    from . import cleanup
+    from .engine import analyze_path
+    from .timing import confirm, measure, programs_by_side, remeasure, start_sides
+
+    r = request
+    base, base_workload = read_baseline_doc(r.baseline) if r.baseline else (None, None)
+    from advisor import rules as catalog
+
+    rule_ids = [rule.id for rule in (catalog.ALL if r.job.rules is None else r.job.rules)]
+    evidence, workers, path, workload_info = StepTimeEvidence(), [], r.path, None
+    try:
+        with contextlib.ExitStack() as stack:
+            tmp = cleanup.mkdtemp("check")
+            stack.callback(cleanup.remove, tmp)
+            if r.workload:
+                from advisor import workloads
+
+                from .runner import profile_workload
+
+                config = workloads.resolve(r.workload, r.preset, r.items)
+                new_spec = {"workload": r.workload, "preset": r.preset, "overrides": list(r.overrides)}
+                if r.base_python or (base is not None and base_workload):
+                    base_spec = ({"workload": base_workload["name"], "preset": base_workload.get("preset", "tiny"),
+                                  "overrides": list(base_workload.get("overrides", []))}
+                                 if base_workload else new_spec)
+                    if r.base_python:
+                        evidence.base_label = f"base side run by {r.base_python}"
+                    else:
+                        evidence.base_label = "baseline's configuration (" + " ".join(
+                            [base_spec["workload"], base_spec["preset"], *base_spec["overrides"]]) + ")"
+
+                    def start_pair():
+                        return start_sides(base_spec, new_spec, r.base_python)
+                    workers = start_pair()      # started now: they compile while this process profiles the candidate
+                path = profile_workload(r.workload, r.preset, config, r.logdir or Path(tmp), progress)
+                workload_info = {"name": r.workload, "preset": r.preset, "overrides": r.items}
+            documents = analyze_path(path, dataclasses.replace(r.job, documents=True))
+            if len(documents) != 1:
+                raise AdvisorError(f"{path}: holds {len(documents)} runs; check takes one run (give its run folder)")
+            (document,) = documents
+            run_doc = document["run"]
+            if run_doc["warnings"] and not r.allow_partial:
+                said = "; ".join(w.removeprefix(f"{run_doc['path']}: ") for w in run_doc["warnings"])
+                raise AdvisorError(f"cannot judge: the analysis of {run_doc['path']} is partial ({said}); pass "
+                                   "--allow-partial to judge what could be read")
+            if r.write_baseline:
+                save_baseline(r.write_baseline, document, workload_info, kept=not (r.workload and r.logdir is None))
+                note(f"advisor: baseline written to {r.write_baseline}")
+                if not base and not workers:
+                    return None
+            if workers:
+                first = measure(*workers, r.step_budget, r.rounds, r.round_steps, progress)
+                evidence.paired, again = confirm(first, start_pair, r.step_budget, r.rounds, r.round_steps, progress)
+                workers += again
+                evidence.programs = programs_by_side(workers)
+
+            def judged():
+                return run_check(document, base, r.fail_on, r.step_budget, r.memory_budget, rule_ids, evidence,
+                                 r.strict_time, r.min_mfu)
+            result = judged()
+            time_check = next((c for c in result.checks if c.name == "budget:step-time"), None)
+            if r.workload and not workers and time_check is not None and time_check.level == "error" \
+                    and not time_check.passed:
+                # slower than a recorded baseline: measure again before believing it
+                progress("step time over budget against the recorded baseline: measuring again")
+                evidence.remeasured_ms = remeasure(new_spec)
+                evidence.load = max(os.getloadavg()[0] - 1, 0.0) / (os.cpu_count() or 1)
+                result = judged()
+    finally:
+        for w in workers:
+            w.close()
+    result.path = str(path)
+    return result

@@ -7,7 +7,6 @@ but not others (see advisor/errors.py).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import sys
@@ -16,10 +15,10 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from . import __version__
+from .version import __version__
 from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
-from .outputs import atomic_open, refuse_overwrite, write_text
+from .outputs import refuse_overwrite, write_text
 from .report import layout
 from .report.escape import github_commands_off, terminal, visible
 
@@ -104,13 +103,13 @@ def resolve_peaks(peak_flops, peak_bandwidth):
 
 def resolve_rule_settings(select, ignore, option, device_memory):
     """Rules and thresholds from the project config, overridden by the command line."""
-    from .engine import all_rules, select_rules
+    from . import rules as catalog
     from .settings import parse_ids, parse_option_flags, parse_size_flag, read_project_settings, validate_options
 
     project = read_project_settings(Path.cwd())
-    rules = select_rules(parse_ids(select) if select else project.select,
-                         parse_ids(ignore, "--ignore") if ignore else project.ignore)
-    by_id = {r.id: r for r in all_rules()}
+    rules = catalog.select(parse_ids(select) if select else project.select,
+                           parse_ids(ignore, "--ignore") if ignore else project.ignore)
+    by_id = {r.id: r for r in catalog.ALL}
     options = validate_options(project.options, by_id)
     for rule_id, opts in validate_options(parse_option_flags(option), by_id).items():
         options.setdefault(rule_id, {}).update(opts)
@@ -198,34 +197,21 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
     and the exit code is 3 (the others are reported). A report of many runs ends with a fleet table.
     Rule selection and thresholds also come from [tool.advisor] in ./pyproject.toml or [advisor] in ./setup.cfg.
     """
-    from .engine import default_jobs
+    from .engine import default_jobs, iter_results
+    from .job import Job
+    from .settings import parse_steps_flag
 
     _check_output(fmt, output)
     refuse_overwrite({"--output": output}, [path])
     if ray_address and engine != "ray":
         raise AdvisorError("--ray-address joins a Ray cluster: give --engine ray too")
-    from .settings import parse_steps_flag
-
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
-    run_options = {"jobs": jobs or default_jobs(), "engine": engine, "ray_address": ray_address,
-                   "steps": parse_steps_flag(steps_text), "peaks": resolve_peaks(peak_flops, peak_bandwidth),
-                   "mesh": _mesh_flag(mesh_text)}
-    progress = _progress(sys.stderr.isatty())
-    if compile_advice and fmt == "jsonl":
-        raise AdvisorError("--compile-check needs the whole report: use --format text, json or html")
-    if fmt == "html" or compile_advice:
-        from .api import analyze as analyze_api
-
-        report = analyze_api(path, [r.id for r in rules], options=options, device_memory=capacity,
-                             progress=progress, **run_options)
-        if compile_advice:
-            from .verification import compile_check_trace
-            for analysis in report.runs:
-                compile_check_trace(analysis, _progress(True))
-        _emit(report, fmt, output)
-        failed = [f.to_json() for f in report.failed]
-    else:
-        failed = _analyze_docs(path, fmt, output, rules, options, capacity, progress, run_options)
+    job = Job(tuple(rules), options, capacity, parse_steps_flag(steps_text), resolve_peaks(peak_flops, peak_bandwidth),
+              _mesh_flag(mesh_text), compile_check=compile_advice, documents=True)
+    results = iter_results(path, job, jobs=jobs or default_jobs(), engine=engine, ray_address=ray_address,
+                           progress=_progress(sys.stderr.isatty()),
+                           notice=lambda msg: _err.print(terminal(f"advisor: note: {msg}")))
+    failed = _emit(results, fmt, output, path)
     if failed:
         for f in failed:
             _err.print(terminal(f"advisor: not analyzed: {f['reason']}"))
@@ -235,52 +221,11 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
 def _mesh_flag(text):
     if not text:
         return None
-    from .views.parallelism import parse_mesh
+    from .views.parallelism.mesh import parse_mesh
     try:
         return parse_mesh(text)
     except ValueError as err:
         raise AdvisorError(f"--mesh: {err}") from None
-
-
-def _analyze_docs(path: str, fmt: str, output, rules, options, capacity, progress, run_options) -> list[dict]:
-    """Text, JSON or JSON lines: the runs come back from the engine as their JSON documents (the
-    profiles stay in the processes that read them); jsonl prints each as soon as it is in order."""
-    from .engine import RunFailure, iter_analyses
-
-    results = iter_analyses(path, rules, options, progress, capacity, as_json=True, **run_options,
-                            notice=lambda msg: _err.print(terminal(f"advisor: note: {msg}")))
-    docs, failed = [], []
-    if fmt == "jsonl":
-        from .report.json_report import jsonl_line
-
-        with (atomic_open(output) if output else contextlib.nullcontext(None)) as fh:
-            for result in results:
-                item = result.to_json() if isinstance(result, RunFailure) else result
-                if isinstance(result, RunFailure):
-                    failed.append(item)
-                click.echo(jsonl_line(item, path), file=fh)
-        if output:
-            _err.print(terminal(f"advisor: report written to {output}"))
-        return failed
-    for result in results:
-        if isinstance(result, RunFailure):
-            failed.append(result.to_json())
-        else:
-            docs.append(result)
-    if fmt == "json":
-        from .report.json_report import render
-        _write(output, render(docs, path, "analyze", failed=failed))
-    elif output:
-        from .report.text import render_plain
-        with atomic_open(output) as fh:
-            fh.write(render_plain(docs, failed, path))
-        _err.print(terminal(f"advisor: report written to {output}"))
-    else:
-        from .report.text import render
-        with github_commands_off():
-            render(docs, layout.console(), failed,
-                   path)
-    return failed
 
 
 @main.command("run-workload")
@@ -335,38 +280,24 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
     try:
         if hosts == 1:
             run_dir = profile_workload(name, preset, config, logdir, progress, limit)
-    except OutOfMemory as err:
-        _report_oom(name, preset, items, err, "json" if fmt == "html" else fmt, progress)
+    except OutOfMemory as err:       # the report is the finding that says which changes fit (--output aside)
+        from .memory_plan import out_of_memory_document
+        _emit([out_of_memory_document(name, preset, items, err, progress)], "json" if fmt == "html" else fmt, None,
+              f"{name} ({preset})", "run-workload")
         return
     progress(f"trace written to {run_dir}")
     from .engine import analyze_path
+    from .job import Job
 
     progress("analyzing")
-    analyses = analyze_path(run_dir, rules, options, device_memory=capacity or limit)
-    from .verification import compile_check, verify_workload
+    analyses = analyze_path(run_dir, Job(tuple(rules), options, capacity or limit))
+    from .compile_check import compile_check
+    from .verification import verify_workload
     if compile_advice and hosts == 1:
         compile_check(name, preset, items, analyses[0], progress)
     if verify:
         verify_workload(name, preset, items, analyses[0], logdir, progress, limit)
-    from .api import Report
-    _emit(Report(analyses, [], str(run_dir), "run-workload"), fmt, output)
-
-
-def _report_oom(name, preset, items, err, fmt, progress) -> None:
-    import jax
-
-    from .memory_plan import out_of_memory_finding
-
-    finding = out_of_memory_finding(name, preset, items, err, progress)
-    device = jax.devices()[0]
-    doc = {"path": None, "backend": device.platform, "device": device.device_kind,
-           "summary": {"steps": 0, "step_time_ms": None, "step_time_spread_ms": None, "step_module": None,
-                       "op_time_per_step_ms": None, "peak_memory_bytes": err.required,
-                       "peak_memory_source": "compiled memory analysis (not run)",
-                       "device_capacity_bytes": err.capacity, "modules": 0,
-                       "run": {"workload": name, "preset": preset}},
-           "findings": [finding.to_json()], "notes": [f"not run: {finding.title}"], "warnings": []}
-    _print_docs([doc], fmt, f"{name} ({preset})", "run-workload")
+    _emit([a.document() for a in analyses], fmt, output, str(run_dir), "run-workload")
 
 
 @main.command("compare")
@@ -382,23 +313,26 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     added and removed."""
     from .compare import compare, match_runs, metrics
     from .engine import analyze_path
+    from .job import Job
 
     _check_output(fmt, output)
     refuse_overwrite({"--output": output}, [base, new])
-    peaks = resolve_peaks(peak_flops, peak_bandwidth)
-    pairs = match_runs(analyze_path(base, peaks=peaks), analyze_path(new, peaks=peaks), base, new)
+    job = Job(peaks=resolve_peaks(peak_flops, peak_bandwidth), documents=True)
+    pairs = match_runs(analyze_path(base, job), analyze_path(new, job), base, new)
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
                            "or two folders that hold runs in same-named subfolders")
-    from .run_label import run_info
-    results = [(name, compare(metrics(b), metrics(n), run_info(b.profile.run_metadata), run_info(n.profile.run_metadata)))
+    from .run_label import from_summary
+    results = [(name, compare(metrics(b), metrics(n), *(from_summary(d["run"]["summary"].get("run")) for d in (b, n))))
                for name, b, n in pairs]
     if fmt == "html":
         from .report.html import render_compare
-        _write(output, render_compare(results, str(base), str(new)))
+        from .report.formats import write_text_or_echo
+        write_text_or_echo(output, render_compare(results, str(base), str(new)),
+                           lambda line: _err.print(terminal(line)))
     elif fmt == "json":
         from .report.json_report import dumps, envelope
-        warnings = [f"{a.profile.path}: {w}" for _, b, n in pairs for a in (b, n) for w in a.profile.warnings]
+        warnings = [w for _, b, n in pairs for d in (b, n) for w in d["run"]["warnings"]]
         click.echo(dumps(envelope("compare", [base, new],
                                   {"pairs": [{"name": name, **c.to_json()} for name, c in results]}, warnings)))
     else:
@@ -467,12 +401,9 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     Under GitHub Actions it also writes ::error/::warning annotations and appends a
     Markdown summary to $GITHUB_STEP_SUMMARY.
     """
-    import os
-
-    from . import cleanup
-    from .check import StepTimeEvidence, parse_percent, read_baseline_doc, run_check, save_baseline
-    from .engine import analyze_path
-    from .timing import confirm, measure, programs_by_side, remeasure, start_sides
+    from . import check
+    from .job import Job
+    from .report import ci
 
     if bool(path) == bool(workload):
         raise AdvisorError("give either a trace PATH or --workload NAME to check")
@@ -485,91 +416,32 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
                      [path])
     # --write-baseline onto --baseline updates it (read first, replaced whole): the other outputs never
     refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out}, [baseline])
-    step_budget = parse_percent(max_step_time_regression, "--max-step-time-regression")
-    memory_budget = parse_percent(max_memory_regression, "--max-memory-regression")
-    mfu_floor = parse_percent(min_mfu, "--min-mfu") if min_mfu is not None else None
-    peaks = resolve_peaks(peak_flops, peak_bandwidth)
-    base, base_workload = read_baseline_doc(baseline) if baseline else (None, None)
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
-    workload_info = None
-    evidence = StepTimeEvidence()
-    workers = []
-    progress = _progress(True)
-    try:
-        with contextlib.ExitStack() as stack:
-            tmp = cleanup.mkdtemp("check")
-            stack.callback(cleanup.remove, tmp)
-            if workload:
-                from advisor import workloads
-                from .runner import profile_workload
-
-                items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
-                config = workloads.resolve(workload, preset, items)
-                new_spec = {"workload": workload, "preset": preset, "overrides": list(overrides)}
-                if base_python or (base is not None and base_workload):
-                    base_spec = ({"workload": base_workload["name"], "preset": base_workload.get("preset", "tiny"),
-                                  "overrides": list(base_workload.get("overrides", []))}
-                                 if base_workload else new_spec)
-                    if base_python:
-                        evidence.base_label = f"base side run by {base_python}"
-                    else:
-                        evidence.base_label = "baseline's configuration (" + " ".join(
-                            [base_spec["workload"], base_spec["preset"], *base_spec["overrides"]]) + ")"
-                    def start_pair():
-                        return start_sides(base_spec, new_spec, base_python)
-                    # started now: they compile while this process profiles the candidate
-                    workers = start_pair()
-                path = profile_workload(workload, preset, config, logdir or Path(tmp), progress)
-                workload_info = {"name": workload, "preset": preset, "overrides": items}
-            analyses = analyze_path(path, rules, options, device_memory=capacity, peaks=peaks)
-            if len(analyses) != 1:
-                raise AdvisorError(f"{path}: holds {len(analyses)} runs; check takes one run (give its run folder)")
-            (analysis,) = analyses
-            if analysis.partial and not allow_partial:
-                raise AdvisorError(f"cannot judge: the analysis of {analysis.profile.path} is partial "
-                                   f"({'; '.join(analysis.profile.warnings)}); pass --allow-partial to judge "
-                                   "what could be read")
-            if write_baseline:
-                save_baseline(write_baseline, analysis, workload_info, kept=not (workload and logdir is None))
-                _err.print(terminal(f"advisor: baseline written to {write_baseline}"))
-                if not base and not workers:
-                    sys.exit(0)
-            if workers:
-                first = measure(*workers, step_budget, rounds, round_steps, progress)
-                evidence.paired, again = confirm(first, start_pair, step_budget, rounds, round_steps, progress)
-                workers += again
-                evidence.programs = programs_by_side(workers)
-            result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
-                               evidence, strict_time, mfu_floor)
-            time_check = next((c for c in result.checks if c.name == "budget:step-time"), None)
-            if workload and not workers and time_check is not None and time_check.level == "error" \
-                    and not time_check.passed:
-                # slower than a recorded baseline: measure again before believing it
-                progress("step time over budget against the recorded baseline: measuring again")
-                evidence.remeasured_ms = remeasure(new_spec)
-                evidence.load = max(os.getloadavg()[0] - 1, 0.0) / (os.cpu_count() or 1)
-                result = run_check(analysis, base, fail_on, step_budget, memory_budget, [r.id for r in rules],
-                                   evidence, strict_time, mfu_floor)
-    finally:
-        for w in workers:
-            w.close()
-    from .report import ci
-
+    request = check.Request(
+        Job(tuple(rules), options, capacity, peaks=resolve_peaks(peak_flops, peak_bandwidth)), path, workload, preset,
+        tuple(overrides), steps, logdir, baseline, write_baseline, fail_on,
+        check.parse_percent(max_step_time_regression, "--max-step-time-regression"),
+        check.parse_percent(max_memory_regression, "--max-memory-regression"),
+        check.parse_percent(min_mfu, "--min-mfu") if min_mfu is not None else None,
+        base_python, rounds, round_steps, strict_time, allow_partial)
+    result = check.run(request, _progress(True), lambda line: _err.print(terminal(line)))
+    if result is None:      # the baseline written: nothing to judge
+        sys.exit(0)
     if junit:
         ci.junit(result, junit)
     if sarif:
         ci.sarif(result, rules, sarif)
     if html_out:
-        from .api import Report
-        label = f"{workload} ({preset}) {' '.join(items)}".strip() if workload and logdir is None else str(path)
         from .report.html import render_report
-        write_text(html_out, render_report(Report([analysis], [], label, "check"), result))
+        label = (f"{workload} ({preset}) {' '.join(request.items)}".strip() if workload and logdir is None
+                 else result.path)      # a temporary folder is not named
+        write_text(html_out, render_report([result.document], label, "check", check=result))
     ci.github(result)
     if fmt == "json":
         from .report.json_report import dumps, envelope
-        warnings = [f"{analysis.profile.path}: {w}" for w in analysis.profile.warnings]
+        warnings = list(result.document["run"]["warnings"])
         warnings += [c.message for c in result.checks if c.passed and c.message.startswith("step time not judged")]
-        inputs = [str(path)] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else [])
+        inputs = [result.path] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else [])
         click.echo(dumps(envelope("check", inputs, {"check": result.to_json()}, warnings)))
     else:
         from .report.check_text import render
@@ -648,18 +520,18 @@ def calibrate(size, dtype, stream_mib):
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_rules(fmt):
     """List every rule: id, default severity, backends, what it detects."""
-    from .engine import all_rules
+    from . import rules as catalog
 
     if fmt == "json":
         from .report.json_report import dumps, envelope
         click.echo(dumps(envelope("rules", [], {"rules": [
             {"id": r.id, "severity": r.severity, "escalation": r.escalation, "backends": list(r.backends),
-             "summary": r.summary, "options": {k: v for k, v in r.options.items()}} for r in all_rules()]})))
+             "summary": r.summary, "options": {k: v for k, v in r.options.items()}} for r in catalog.ALL]})))
         return
     cols = [layout.Col("rule"), layout.Col("severity", wrap=True), layout.Col("backends"),
             layout.Col("detects", wrap=True)]
     layout.table(layout.console(), None, cols,
-                 [(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary) for rule in all_rules()])
+                 [(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary) for rule in catalog.ALL])
 
 
 @main.command()
@@ -669,9 +541,9 @@ def list_rules(fmt):
 def explain(rule_id, fmt):
     """What a rule detects, why it matters, how to fix it (from the rule's own docs): rendered on a
     terminal, the Markdown source when piped."""
-    from .engine import select_rules
+    from . import rules as catalog
 
-    rule = select_rules([rule_id])[0]
+    rule = catalog.select([rule_id])[0]
     if fmt == "json":
         from .report.json_report import dumps, envelope
         click.echo(dumps(envelope("explain", [rule_id], {"rule": {
@@ -713,41 +585,11 @@ def _check_output(fmt: str, output) -> None:
         raise AdvisorError("--format html writes a file: give --output FILE (e.g. --output report.html)")
 
 
-def _write(output, text: str) -> None:
-    if output:
-        write_text(output, text if text.endswith("\n") else text + "\n")
-        _err.print(terminal(f"advisor: report written to {output}"))
-    else:
-        click.echo(text)
+def _emit(results, fmt: str, output, read_from: str, command: str = "analyze") -> list[dict]:
+    """The report in the format asked (advisor/report/formats.py); the runs that failed, {"path", "reason"}."""
+    from .report.formats import write
 
-
-def _emit(report, fmt: str, output) -> None:
-    """A Report as text, JSON or HTML, on stdout or into --output."""
-    if fmt == "html":
-        _write(output, report.to_html())
-    elif fmt == "json":
-        _write(output, report.to_json())
-    elif output:
-        with atomic_open(output) as fh:
-            fh.write(report.to_text())
-        _err.print(terminal(f"advisor: report written to {output}"))
-    else:
-        _print(report.runs, fmt, report.read_from, report.command, report.failed)
-
-
-def _print(analyses, fmt: str, read_from: str, command: str = "analyze", failed=()) -> None:
-    _print_docs([a.to_json() for a in analyses], fmt, read_from, command, [f.to_json() for f in failed])
-
-
-def _print_docs(docs: list[dict], fmt: str, read_from: str, command: str = "analyze", failed=()) -> None:
-    if fmt == "json":
-        from .report.json_report import render
-        click.echo(render(docs, read_from, command, failed=failed))
-    else:
-        from .report.text import render
-        with github_commands_off():
-            render(docs, layout.console(),
-                   list(failed), read_from)
+    return write(results, fmt, output, read_from, command, lambda line: _err.print(terminal(line)))
 
 
 def entry() -> None:

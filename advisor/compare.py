@@ -7,11 +7,6 @@ import dataclasses
 import statistics
 from typing import Any, Optional
 
-from .categories import categorize
-from .engine import Analysis
-from .views import idle
-from .views.summary import peak_memory
-
 
 @dataclasses.dataclass
 class Metrics:
@@ -64,37 +59,21 @@ class Metrics:
                    mfu=doc.get("mfu"), mfu_peak=doc.get("mfu_peak", ""))
 
 
-def metrics(analysis: Analysis) -> Metrics:
-    p = analysis.profile
-    steps = max(len(p.steps), 1)
-    cats: dict[str, float] = {}
-    active = p.active_devices
-    if active:
-        for d in active:
-            for k, v in d.time_by_category.items():
-                cats[k] = cats.get(k, 0.0) + v
-    else:
-        for op in p.ops:
-            if op.module == p.step_module and not p.is_container(op):
-                k = categorize(p.instruction(op), op.name)
-                cats[k] = cats.get(k, 0.0) + op.self_ns
-    devices = max(1, len(p.hosts[0].devices)) if p.hosts else 1
-    cats = {k: v / devices for k, v in cats.items()}     # one device's share: never a sum over devices
-    view = idle.of(p)
-    if view is not None:      # per step (a warm-up left out), times the steps divided by below
-        cats["host (device idle)"] = view.per_step_ns * len(p.steps)
-    eff = analysis.summary.get("efficiency") or {}
+def metrics(document: dict) -> Metrics:
+    """What a run's result document (Analysis.document()) measured, in the shape a baseline stores."""
+    run, step_time = document["run"], document["views"]["step_time"]
+    eff = run["summary"].get("efficiency") or {}
     peak = eff.get("peak") or {}
     return Metrics(
         mfu=eff.get("mfu"),
         mfu_peak=f"{peak.get('device')} {peak.get('dtype')} ({peak.get('source')})" if peak else "",
-        backend=p.backend,
-        device=p.device_name,
-        step_times_ms=[round(ns / 1e6, 3) for ns in p.step_durations_ns()],   # the slowest host's, per step
-        peak_memory_bytes=peak_memory(p)[0],
-        category_ms_per_step={k: round(v / steps / 1e6, 3) for k, v in sorted(cats.items(), key=lambda kv: -kv[1])},
-        findings={f.rule: f.severity for f in analysis.findings},
-        titles={f.rule: f.title for f in analysis.findings},
+        backend=run["backend"],
+        device=run["device"],
+        step_times_ms=list(step_time["step_times_ms"]),     # the slowest host's, per step
+        peak_memory_bytes=run["summary"]["peak_memory_bytes"],
+        category_ms_per_step=dict(step_time["category_ms_per_step"]),
+        findings={f["rule"]: f["severity"] for f in run["findings"]},
+        titles={f["rule"]: f["title"] for f in run["findings"]},
     )
 
 
@@ -191,15 +170,15 @@ def compare(base: Metrics, new: Metrics, base_run: Optional[dict] = None,
     )
 
 
-def match_runs(base: list[Analysis], new: list[Analysis], base_root, new_root) -> list[tuple[str, Analysis, Analysis]]:
-    """Pairs of runs with the same name: the folder under each root that holds the trace."""
+def match_runs(base: list[dict], new: list[dict], base_root, new_root) -> list[tuple[str, dict, dict]]:
+    """Pairs of runs' result documents with the same name: the folder under each root that holds the trace."""
     if len(base) == 1 and len(new) == 1:
         return [("", base[0], new[0])]
     b, n = _by_name(base, base_root), _by_name(new, new_root)
     return [(name, b[name], n[name]) for name in sorted(set(b) & set(n))]
 
 
-def _by_name(analyses: list[Analysis], root) -> dict[str, Analysis]:
+def _by_name(documents: list[dict], root) -> dict[str, dict]:
     from pathlib import Path, PurePosixPath
 
     from .locate import file_url_path, is_url
@@ -207,12 +186,12 @@ def _by_name(analyses: list[Analysis], root) -> dict[str, Analysis]:
     root = str(root)
     remote = is_url(root) and file_url_path(root) is None
     out = {}
-    for a in analyses:
+    for a in documents:
         if remote:      # gs://..., memory://...: the run's URL starts with the one given
-            rel = PurePosixPath(a.profile.path[len(root.rstrip("/")):].lstrip("/"))
+            rel = PurePosixPath(a["run"]["path"][len(root.rstrip("/")):].lstrip("/"))
         else:
             local = file_url_path(root) if is_url(root) else Path(root)
-            rel = Path(a.profile.path).resolve().relative_to(local.resolve())
+            rel = Path(a["run"]["path"]).resolve().relative_to(local.resolve())
         parts = rel.parts
         cut = parts.index("plugins") if "plugins" in parts else len(parts) - 1
         name = "/".join(parts[:cut]) or rel.stem

@@ -17,10 +17,10 @@ END = "<!-- rules:end -->"
 
 def rules_table(link: str = "") -> str:
     """One row per rule; each id links to its section (`link` is the page, "" for this one)."""
-    from .engine import all_rules
+    from . import rules as catalog
 
     lines = ["| rule | default severity | backends | what it detects |", "| --- | --- | --- | --- |"]
-    for rule in all_rules():
+    for rule in catalog.ALL:
         lines.append(f"| [`{rule.id}`]({link}#{rule.id}) | {rule.severity_text} | {', '.join(rule.backends)} "
                      f"| {rule.summary} |")
     return "\n".join(lines)
@@ -28,12 +28,12 @@ def rules_table(link: str = "") -> str:
 
 def rules_page() -> str:
     """docs/rules.md: the table, then each rule's documentation, folded."""
-    from .engine import all_rules
+    from . import rules as catalog
 
     lines = ["# Rules", "",
              "Generated from the rules' docstrings (`rules/*.py`) by `python -m advisor.docs`; do not edit.",
              "`advisor explain RULE` prints the same text, `advisor rules` the table.", "", rules_table()]
-    for rule in all_rules():
+    for rule in catalog.ALL:
         title, _, body = rule.doc.strip().partition("\n")
         lines += ["", f'<details id="{rule.id}"><summary><code>{rule.id}</code>: {title.split(": ", 1)[-1]}</summary>',
                   "", ("\n" + body.strip()).replace("\n## ", "\n#### ").strip(), "", "</details>"]

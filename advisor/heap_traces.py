@@ -17,51 +17,9 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from .load.protos import message_class
-from .load.xspace_slice import _LEN, _PLANES, _KEEP_PLANES, _plane_name, _skip, _varint
+from .load.wire import LEN, WireError, encode_field, varint
+from .load.xplane import XSPACE_PLANES, XPlane, metadata_plane
 
-_SCHEMA = """
-name: "advisor_heap_traces.proto"
-package: "advisor_heap"
-syntax: "proto3"
-message_type {
-  name: "XStat"
-  field { name: "metadata_id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
-  field { name: "bytes_value" number: 6 label: LABEL_OPTIONAL type: TYPE_BYTES }
-}
-message_type {
-  name: "XEventMetadata"
-  field { name: "id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
-  field { name: "name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
-  field { name: "stats" number: 5 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_heap.XStat" }
-}
-message_type {
-  name: "XStatMetadata"
-  field { name: "id" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
-  field { name: "name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
-}
-message_type {
-  name: "XPlane"
-  field { name: "event_metadata" number: 4 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_heap.XPlane.EventMetadataEntry" }
-  field { name: "stat_metadata" number: 5 label: LABEL_REPEATED type: TYPE_MESSAGE type_name: ".advisor_heap.XPlane.StatMetadataEntry" }
-  nested_type {
-    name: "EventMetadataEntry"
-    field { name: "key" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
-    field { name: "value" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_heap.XEventMetadata" }
-    options { map_entry: true }
-  }
-  nested_type {
-    name: "StatMetadataEntry"
-    field { name: "key" number: 1 label: LABEL_OPTIONAL type: TYPE_INT64 }
-    field { name: "value" number: 2 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".advisor_heap.XStatMetadata" }
-    options { map_entry: true }
-  }
-}
-"""
-
-# Undeclared fields (the plane's id, name, lines and stats; the rest of each metadata) are kept by
-# protobuf's parser and written back unchanged.
-XPlane = message_class(_SCHEMA, "advisor_heap.XPlane")
 _HLO_MODULE, _BUFFER_ASSIGNMENT = 1, 3     # HloProto
 _HEAP_TRACES = 4                           # BufferAssignmentProto.heap_simulator_traces
 MAX_BYTES = 256 * 1024 ** 2                # the kept traces beyond this are removed, oldest first
@@ -79,11 +37,11 @@ def restore(xplane: Path, cache_dir: Optional[Path], module_name: str) -> list[s
         return []
     store = folder_for(cache_dir)
     data = xplane.read_bytes()
-    span = _metadata_plane(data)
+    span = metadata_plane(data)
     if span is None:
         return []
     start, body, end = span
-    plane = XPlane()
+    plane = XPlane()        # its lines, undeclared in the schema, are written back as they are
     plane.ParseFromString(data[body:end])
     hlo_stat = next((k for k, v in plane.stat_metadata.items() if v.name == "Hlo Proto"), None)
     restored = []
@@ -103,7 +61,7 @@ def restore(xplane: Path, cache_dir: Optional[Path], module_name: str) -> list[s
     if restored:
         new_plane = plane.SerializeToString()
         tmp = xplane.with_name(xplane.name + ".tmp")
-        tmp.write_bytes(data[:start] + _field(_PLANES, new_plane) + data[end:])
+        tmp.write_bytes(data[:start] + encode_field(XSPACE_PLANES, new_plane) + data[end:])
         tmp.replace(xplane)
     _prune(store)
     return restored
@@ -116,8 +74,8 @@ def _keep_or_restore(hlo_proto: bytes, store: Path) -> Optional[bytes]:
     if len(assignments) != 1:
         return None
     assignment = _fields(assignments[0])
-    traces = b"".join(_field(f, v) for f, v in assignment if f == _HEAP_TRACES)
-    digest = hashlib.sha256(b"".join(_field(f, v) for f, v in assignment if f != _HEAP_TRACES)).hexdigest()
+    traces = b"".join(encode_field(f, v) for f, v in assignment if f == _HEAP_TRACES)
+    digest = hashlib.sha256(b"".join(encode_field(f, v) for f, v in assignment if f != _HEAP_TRACES)).hexdigest()
     kept = store / f"{digest}.pb"
     if traces:
         if not kept.exists():
@@ -130,52 +88,20 @@ def _keep_or_restore(hlo_proto: bytes, store: Path) -> Optional[bytes]:
         return None
     kept.touch()      # recently used: pruned last
     new_assignment = assignments[0] + kept.read_bytes()     # repeated fields may follow the others
-    return b"".join(_field(f, new_assignment if f == _BUFFER_ASSIGNMENT else v) for f, v in parts)
-
-
-def _metadata_plane(data: bytes) -> Optional[tuple[int, int, int]]:
-    """(field start, body start, end) of the `/host:metadata` plane in a serialized XSpace."""
-    pos, end = 0, len(data)
-    while pos < end:
-        field_start = pos
-        key, pos = _varint(data, pos)
-        if key & 7 != _LEN:
-            pos = _skip(data, pos, key & 7)
-            continue
-        length, body = _varint(data, pos)
-        pos = body + length
-        if key >> 3 == _PLANES and _plane_name(data, body, pos) in _KEEP_PLANES:
-            return field_start, body, pos
-    return None
+    return b"".join(encode_field(f, new_assignment if f == _BUFFER_ASSIGNMENT else v) for f, v in parts)
 
 
 def _fields(buf: bytes) -> list[tuple[int, bytes]]:
     """A message's length-delimited fields in order (the messages read here have no others)."""
     out, pos, end = [], 0, len(buf)
     while pos < end:
-        key, pos = _varint(buf, pos)
-        if key & 7 != _LEN:
-            raise ValueError("unexpected wire type")
-        length, body = _varint(buf, pos)
+        key, pos = varint(buf, pos)
+        if key & 7 != LEN:
+            raise WireError("unexpected wire type")
+        length, body = varint(buf, pos)
         out.append((key >> 3, buf[body:body + length]))
         pos = body + length
     return out
-
-
-def _field(number: int, value: bytes) -> bytes:
-    return _uvarint((number << 3) | _LEN) + _uvarint(len(value)) + value
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _prune(store: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Callable
 
 from .child_python import module_command
 from .errors import AdvisorError
-from .runner import MEMORY_PROFILE, RUN_METADATA
+from .locate import MEMORY_PROFILE, RUN_METADATA
 
 CHILD_TIMEOUT_S = 1800
 

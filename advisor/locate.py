@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from .errors import AdvisorError
-from .runner import MEMORY_PROFILE, RUN_METADATA, TRACING_PREFIX
 
+# What a run folder holds beside its hosts' traces (run-workload and advisor.trace write them).
 XPLANE_SUFFIX = ".xplane.pb"
+RUN_METADATA = "advisor_run.json"
+MEMORY_PROFILE = "memory.prof"
+TRACING_PREFIX = ".advisor-tracing-"     # a run-workload's private logdir while it traces: never a run
 
 
 @dataclasses.dataclass(frozen=True)

@@ -84,3 +84,21 @@ def out_of_memory_finding(name: str, preset: str, overrides: list[str], err: Out
         ),
         impact=1.0,
     )
+
+
+def out_of_memory_document(name: str, preset: str, overrides: list[str], err: OutOfMemory,
+                           progress: Callable[[str], None] = lambda m: None) -> dict:
+    """The result document of a run that did not fit (nothing was traced): its one finding says which
+    config changes fit, each estimated by compiling it."""
+    import jax
+
+    finding = out_of_memory_finding(name, preset, overrides, err, progress)
+    device = jax.devices()[0]
+    run = {"path": None, "backend": device.platform, "device": device.device_kind,
+           "summary": {"steps": 0, "step_time_ms": None, "step_time_spread_ms": None, "step_module": None,
+                       "op_time_per_step_ms": None, "peak_memory_bytes": err.required,
+                       "peak_memory_source": "compiled memory analysis (not run)",
+                       "device_capacity_bytes": err.capacity, "modules": 0,
+                       "run": {"workload": name, "preset": preset}},
+           "findings": [finding.to_json()], "notes": [f"not run: {finding.title}"], "warnings": []}
+    return {"run": run, "views": {}}

@@ -169,6 +169,16 @@ class HloModule:
     parameter_dtypes: dict[int, str] = dataclasses.field(default_factory=dict)
     loops: dict[str, Loop] = dataclasses.field(default_factory=dict)     # by while instruction name
 
+    def in_loop(self, loop: str, target: str) -> bool:
+        """Whether the loop `loop` (an instruction's, "" outside loops) is `target` or nested in it."""
+        seen = 0
+        while loop and seen < 64:       # a bound, should a damaged trace's parents make a cycle
+            if loop == target:
+                return True
+            loop = self.loops[loop].parent if loop in self.loops else ""
+            seen += 1
+        return False
+
     def collectives(self) -> list[Instruction]:
         """The module's collective instructions (async `-done` halves left out: the `-start` carries them)."""
         return [i for i in self.instructions.values() if i.collective and not i.opcode.endswith("-done")]
@@ -324,9 +334,6 @@ class DeviceActivity:
     def busy_ns(self) -> float:
         return self.compute_ns + self.transfer_ns + self.wait_ns
 
-    @property
-    def collective_ns(self) -> float:
-        return self.transfer_ns + self.wait_ns
 
 
 @dataclasses.dataclass
@@ -385,11 +392,6 @@ class Profile:
     @property
     def active_devices(self) -> list[DeviceSummary]:
         return [d for d in self.devices if d.active]
-
-    def busy_in_steps_ns(self, spans=None) -> float:
-        """Time inside the profiled steps covered by `spans` (default: the device's busy intervals)."""
-        spans = self.busy if spans is None else spans
-        return sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in self.steps)
 
     def in_steps(self, start_ns: float, end_ns: float) -> bool:
         """True if [start, end) overlaps a profiled step (or there are no steps)."""

@@ -1,6 +1,6 @@
 """`--engine ray`: every host file is a Ray task that reads it and reduces it to its part of the profile
 model; a run of several hosts gets one more task that merges them and runs the rules, so only the run's
-result (its JSON with as_json) comes back to the driver. The tasks call the loader's own steps
+result (its result document, with Job.documents) comes back to the driver. The tasks call the loader's own steps
 (load_first_host, load_host, merge_hosts), which is why the results are the default engine's."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import re
 from typing import Iterator, Optional, Union
 
-from .engine import Job, Result, RunFailure, _label, run_job
+from .job import Job, Result, RunFailure, label, run_job
 from .errors import AdvisorError
 from .locate import RunFiles
 from .model import Profile
@@ -89,7 +89,7 @@ def ray_results(units, job: Job, workers: int, address: Optional[str],
                 for ref in pending:
                     ray.cancel(ref, force=True)
                     unit = units[refs[ref]]
-                    yield refs[ref], [RunFailure(_label(unit), f"{_label(unit)}: the Ray task analyzing it did "
+                    yield refs[ref], [RunFailure(label(unit), f"{label(unit)}: the Ray task analyzing it did "
                                                  f"not finish within {timeout:g} s (no run finished meanwhile; "
                                                  f"{TIMEOUT_ENV} sets the limit)")]
                 return
@@ -104,7 +104,7 @@ def ray_results(units, job: Job, workers: int, address: Optional[str],
                     out = _lost(units[i], err.cause)     # a task this one waited for was lost
                 except ray.exceptions.RayError as err:   # the worker died, the node was lost
                     out = _lost(units[i], err)
-                progress(f"analyzed {_label(units[i])} ({done_count}/{len(units)})")
+                progress(f"analyzed {label(units[i])} ({done_count}/{len(units)})")
                 yield i, out
     finally:
         if started:
@@ -112,7 +112,7 @@ def ray_results(units, job: Job, workers: int, address: Optional[str],
 
 
 def _lost(unit, err: Exception) -> list[Result]:
-    return [RunFailure(_label(unit), f"{_label(unit)}: the Ray task analyzing it failed "
+    return [RunFailure(label(unit), f"{label(unit)}: the Ray task analyzing it failed "
                        f"({type(err).__name__}: {_why(err)}); analyze this run alone to see the whole error")]
 
 
@@ -144,7 +144,7 @@ class _Tasks:
             self.count += 1
             return self.run_job.remote(self.cwd, unit, job)
         self.count += len(unit.host_files) + 1
-        profile, reference = self.first_host.remote(self.cwd, unit, job.steps)
+        profile, reference = self.first_host.remote(self.cwd, unit, job.steps, job.readers())
         # The reference goes in a list so that Ray does not wait for it before starting the task:
         # each other host is read while the first host (and its HLO) is still being read.
         parts = [self.other_host.remote(self.cwd, path, [reference], job.steps) for path in unit.host_files[1:]]
@@ -166,7 +166,7 @@ def run_unit(cwd: str, unit, job: Job) -> list[Result]:
     return run_job(unit, job)
 
 
-def first_host(cwd: str, run: RunFiles, steps=None):
+def first_host(cwd: str, run: RunFiles, steps=None, readers=None):
     """(the first host's profile, the HostReference the other hosts need), or (RunFailure, None)
     when it cannot be read: the run fails, as the default engine says."""
     from .load.loader import HostReference, load_first_host
@@ -175,7 +175,7 @@ def first_host(cwd: str, run: RunFiles, steps=None):
     _enter(cwd)
     try:
         check_trace_head(run.xplane)
-        profile = load_first_host(run, steps)
+        profile = load_first_host(run, steps, readers)
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err)), None
     return profile, HostReference.of(profile)
@@ -201,7 +201,7 @@ def merge(run: RunFiles, job: Job, first: Union[Profile, RunFailure], *parts) ->
         analysis = job.analyze(merge_hosts(first, list(parts)))
     except AdvisorError as err:
         return [RunFailure(str(run.xplane), str(err))]
-    return [analysis.to_json() if job.as_json else analysis]
+    return [job.result(analysis)]
 
 
 def _start(ray, workers: int, address: Optional[str], progress) -> bool:

@@ -35,6 +35,11 @@ class Rule:
     notes: Optional[Callable[[Profile], list[str]]] = None   # what the run's notes should say (e.g. warm-up)
     escalation: str = ""            # when a finding's severity rises above the default, e.g. "error when ..."
     needs: tuple[str, ...] = ()     # what it reads from the trace (keys of NEEDS)
+    # options that set the views' setting of the same name too (advisor/views/bound.py): host-bound's
+    # min_idle_share is the idle view's, so the efficiency verdict says host-bound exactly when it fires
+    binds: tuple[str, ...] = ()
+    # what the run's notes say, once every rule ran, when the trace lacks one of its needs: ((need, note),)
+    unmet_notes: tuple[tuple[str, str], ...] = ()
 
     @property
     def severity_text(self) -> str:
@@ -51,6 +56,10 @@ class Rule:
         """What the trace lacks that this rule reads ([] when it can run)."""
         return [NEEDS[n][1] for n in self.needs if not NEEDS[n][0](profile)]
 
+    def notes_unmet(self, profile: Profile) -> list[str]:
+        """The notes of `unmet_notes` whose need the trace does not meet."""
+        return [note for need, note in self.unmet_notes if not NEEDS[need][0](profile)]
+
     def run(self, profile: Profile, options: dict[str, Any] | None = None) -> list[Finding]:
         if profile.backend not in self.backends:
             return []
@@ -59,3 +68,10 @@ class Rule:
             if note not in profile.notes:
                 profile.notes.append(note)
         return findings
+
+
+def readers(rules: Iterable[Rule]) -> dict[str, list[str]]:
+    """{what a rule may read (a key of NEEDS): the ids of `rules` that read it}: what the loader names
+    when that part of the trace cannot be read, and the TensorBoard links open the memory viewer for."""
+    rules = list(rules)
+    return {need: [rule.id for rule in rules if need in rule.needs] for need in NEEDS}

@@ -19,12 +19,10 @@ from typing import Callable, Optional
 
 from . import errors, hardware
 from .cleanup import remove, sweep, track, untrack
+from .locate import MEMORY_PROFILE, RUN_METADATA, TRACING_PREFIX
 from .units import mib
 
-RUN_METADATA = "advisor_run.json"
-MEMORY_PROFILE = "memory.prof"
 STEP_ANNOTATION = "train_step"
-TRACING_PREFIX = ".advisor-tracing-"     # a run-workload's private logdir while it traces
 _TRACING_NAME = re.compile(r"\.advisor-tracing-(\d+)-")
 
 

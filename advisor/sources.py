@@ -18,13 +18,12 @@ _PACKAGE = {"advisor": "advisor", "workloads": "advisor/workloads", "rules": "ad
 
 @functools.lru_cache(maxsize=1)
 def _modules() -> dict[str, frozenset[str]]:
-    """The file names of advisor's packages, by the clone's folder that holds them."""
-    import advisor
-    import advisor.rules as rules
-    import advisor.workloads as workloads
+    """The file names of advisor's packages, by the clone's folder that holds them (found, not imported:
+    the rules and workloads import what imports this)."""
+    from importlib.util import find_spec
 
-    names = lambda module: frozenset(p.name for p in Path(module.__file__).parent.glob("*.py"))  # noqa: E731
-    return {"advisor": names(advisor), "workloads": names(workloads), "rules": names(rules)}
+    names = lambda package: frozenset(p.name for p in Path(find_spec(package).origin).parent.glob("*.py"))  # noqa: E731
+    return {"advisor": names("advisor"), "workloads": names("advisor.workloads"), "rules": names("advisor.rules")}
 
 
 def shown(text: str, recorded_by_advisor: bool) -> str:
@@ -38,8 +37,8 @@ def shown(text: str, recorded_by_advisor: bool) -> str:
     return text
 
 
-def shorten(findings, summary: dict, run_metadata: dict) -> None:
-    """The findings' sources and the device memory profile's sites, in place."""
+def shorten(findings, run_metadata: dict) -> None:
+    """The findings' sources, in place (the summary's memory sites are shown so by the summary view)."""
     ours = bool(isinstance(run_metadata, dict) and run_metadata.get("workload"))
     for f in findings:
         if not f.source:
@@ -50,6 +49,3 @@ def shorten(findings, summary: dict, run_metadata: dict) -> None:
             f.title = f.title.replace(old_file, new_file)
             f.recommendation.text = f.recommendation.text.replace(old_file, new_file)
             f.source = new
-    for entry in summary.get("device_memory_profile", []):
-        for site in entry.get("largest_sites", []):
-            site["site"] = shown(site["site"], ours)

@@ -8,6 +8,7 @@ from typing import Callable, Optional
 
 from .compare import metrics
 from .engine import analyze_path
+from .job import Job
 from .errors import AdvisorError
 from .runner import OutOfMemory, profile_workload
 from .units import mib
@@ -54,8 +55,8 @@ def run_grid(name: str, preset: str, base: list[str], rows: list[list[str]], log
         except OutOfMemory as err:
             out.append({"config": row_name, "error": f"out of memory: needs {mib(err.required)} of {mib(err.capacity)}"})
             continue
-        (analysis,) = analyze_path(run_dir)
-        m = metrics(analysis)
+        (document,) = analyze_path(run_dir, Job(documents=True))
+        m = metrics(document)
         row = {"config": row_name, "trace": str(run_dir), "step_time_ms": m.step_time_ms,
                "step_time_spread": round(m.spread, 4), "peak_memory_bytes": m.peak_memory_bytes,
                "findings": sorted(m.findings)}

@@ -12,19 +12,17 @@ from __future__ import annotations
 import os
 
 from .errors import AdvisorError
+from .load.wire import varint
 
 _WIRE_TYPES = {0: "varint", 1: "64-bit", 2: "length-delimited", 5: "32-bit"}   # 3, 4: groups; 6, 7: none
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
     """(value, next offset); ValueError if the bytes end inside it or it runs past 10 bytes."""
-    value = shift = 0
-    for i in range(at, min(len(data), at + 10)):
-        value |= (data[i] & 0x7F) << shift
-        shift += 7
-        if data[i] < 0x80:
-            return value, i + 1
-    raise ValueError
+    try:
+        return varint(data, at)
+    except IndexError:
+        raise ValueError from None
 
 
 def check_trace_head(path) -> None:

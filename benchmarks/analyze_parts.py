@@ -16,20 +16,20 @@ import time
 
 import jax.profiler  # noqa: F401 - imported before the turns, as analyze_speed.py's measure does
 
-from advisor import engine
-from advisor.load import host_lines, loader, xplane_stream, xprof_tools
+from advisor import engine, job
+from advisor.load import event_decoder, host_lines, loader, xprof_tools
 
 PARTS = [   # (module, function, label): a part named "A: B" is inside A's figure
     (loader, "load_timeline", "timeline (`load_timeline`)"),
-    (xplane_stream, "_decode", "timeline: events decoded from the bytes (`xplane_stream._decode`)"),
-    (xplane_stream, "_frame", "timeline: decode: the event chain (`_frame`)"),
-    (xplane_stream, "_event_fields", "timeline: decode: ids, offsets, durations (`_event_fields`)"),
+    (event_decoder, "decode", "timeline: events decoded from the bytes (`event_decoder.decode`)"),
+    (event_decoder, "_frame", "timeline: decode: the event chain (`_frame`)"),
+    (event_decoder, "_event_fields", "timeline: decode: ids, offsets, durations (`_event_fields`)"),
     (host_lines, "_places", "timeline: program executions of the CPU ops (`host_lines._places`)"),
     (host_lines, "_read_place", "timeline: executions: stats of each one's first op (`_read_place`)"),
     (xprof_tools.PendingXprof, "finish", "waiting for xprof's converters (their child process)"),
     (loader, "_modules", "HLO of the programs (`loader._modules`)"),
     (loader, "device_activity", "device activity (`devices.device_activity`)"),
-    (engine, "analyze_profile", "rules and views (`engine.analyze_profile`)"),
+    (job.Job, "analyze", "rules and views (`Job.analyze`)"),
 ]
 
 

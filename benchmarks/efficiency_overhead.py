@@ -29,20 +29,20 @@ def main() -> None:
 
     from analyze_speed import record
 
-    import advisor.engine as engine
     import advisor.load.hlo as hlo
+    from advisor.views import efficiency
     from advisor.engine import analyze_path
 
     path = record(args.mb, reuse=True)
     size = path.stat().st_size / 1e6
-    real_cost, real_view = hlo.module_cost, engine.efficiency
+    real_cost, real_view = hlo.module_cost, efficiency._build
 
     def without():
         hlo.module_cost = lambda module: ({}, {}, {}, set())
-        engine.efficiency = lambda profile, peaks=None: None
+        efficiency._build = lambda profile: None
 
     def with_():
-        hlo.module_cost, engine.efficiency = real_cost, real_view
+        hlo.module_cost, efficiency._build = real_cost, real_view
 
     times: dict[str, list[float]] = {"without": [], "with": []}
     analyze_path(path)      # warm: imports, xprof's first start
@@ -70,7 +70,6 @@ def main() -> None:
     from advisor.load.hlo_cost import module_cost
     from advisor.load.hlo_proto import HloProto
     from advisor.load.xprof_tools import start_xprof
-    from advisor.views.efficiency import efficiency
 
     protos = start_xprof(path).finish(None).hlo_protos
     t0 = time.perf_counter()
@@ -79,9 +78,10 @@ def main() -> None:
         proto.ParseFromString(data)
         module_cost(proto.hlo_module)
     count_s = time.perf_counter() - t0
-    analysis.profile.views.pop("op_rows", None)
+    for name in ("ops", "peak", "efficiency"):
+        analysis.profile.views.pop(name, None)
     t0 = time.perf_counter()
-    efficiency(analysis.profile)
+    efficiency.of(analysis.profile)
     view_s = time.perf_counter() - t0
     print(f"alone: HLO cost count {count_s * 1e3:.0f} ms ({len(protos)} programs, parse included), view "
           f"{view_s * 1e3:.0f} ms: {(count_s + view_s) / a:.1%} of the analysis without them")

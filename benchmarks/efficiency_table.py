@@ -116,13 +116,14 @@ def row(run: Path, tmp: Path, peaks=None) -> str:
     from snapshot_profile_models import readable_copy
 
     from advisor.engine import analyze_path
+    from advisor.job import Job
     from advisor.load.xprof_tools import start_xprof
     from advisor.report.efficiency_text import pct, rate
-    from advisor.views.efficiency import op_rows
+    from advisor.views import ops
 
     name = str(run.relative_to(FIXTURES)).split("/plugins")[0]
     copy = readable_copy(run, tmp)
-    (analysis,) = analyze_path(copy, [], peaks=peaks)
+    (analysis,) = analyze_path(copy, Job((), peaks=peaks))
     profile, eff = analysis.profile, analysis.summary.get("efficiency")
     if not eff or profile.step_module not in profile.modules:
         return f"| {name} | | | | | | | | no HLO for the step program |"
@@ -130,7 +131,7 @@ def row(run: Path, tmp: Path, peaks=None) -> str:
     protos = start_xprof(xplane).finish(None).hlo_protos
     execs = eff["program_executions"] or 1
     ours: dict[str, tuple[float, float]] = {}      # op -> (FLOPs per execution of the program, executions)
-    for r in op_rows(profile).rows:
+    for r in ops.of(profile).rows:
         if r.module == profile.step_module:
             f, n = ours.get(r.name, (0.0, 0.0))
             ours[r.name] = (f + (r.flops or 0) / (execs / eff["devices"]), n + r.executions * eff["devices"])

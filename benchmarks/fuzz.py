@@ -44,16 +44,12 @@ def fixture_run(name: str = FIXTURE) -> Path:
 
 def metadata_range(data: bytes) -> tuple[int, int]:
     """Byte range of the `/host:metadata` plane (it holds the HLO protos) in a serialized XSpace."""
-    from advisor.load.xspace_slice import _plane_name, _varint
+    from advisor.load.xplane import metadata_plane
 
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        length, body = _varint(data, pos)
-        pos = body + length
-        if key == (1 << 3 | 2) and _plane_name(data, body, pos) == b"/host:metadata":
-            return body, pos
-    raise ValueError("no metadata plane")
+    found = metadata_plane(data)
+    if found is None:
+        raise ValueError("no metadata plane")
+    return found[1], found[2]
 
 
 def mutate(data: bytes, rng: random.Random, kind: str, hlo: tuple[int, int]) -> bytes:
@@ -98,14 +94,15 @@ def _findings(doc: dict) -> set:
 
 def classify(run_dir: Path, xplane_name: str, mutant: bytes, baseline: dict) -> tuple[str, str]:
     """(outcome, detail) of analyzing `mutant` written as run_dir/xplane_name."""
-    from advisor.engine import analyze_run
     from advisor.errors import AdvisorError
+    from advisor.job import Job
+    from advisor.load.loader import load_run
     from advisor.locate import find_runs
 
     (run_dir / xplane_name).write_bytes(mutant)
     try:
         (run,) = find_runs(run_dir / xplane_name)
-        analysis = analyze_run(run)
+        analysis = Job().analyze(load_run(run))
     except AdvisorError as err:
         text = str(err)
         return ("rejected", text) if "\n" not in text.strip() else ("CRASH", f"multi-line error: {text!r}")
@@ -142,9 +139,9 @@ def check_outputs(analysis) -> str:
     def refuse(name):
         raise ValueError(f"{name} in the JSON report")
     try:
-        json.loads(json_report.render([analysis.to_json()], "fuzz"), parse_constant=refuse)
+        json.loads(json_report.render([analysis.document()], "fuzz"), parse_constant=refuse)
         out = io.StringIO()
-        text.render([analysis.to_json()], Console(file=out, width=160, highlight=False, soft_wrap=True), [], "")
+        text.render([analysis.document()], Console(file=out, width=160, highlight=False, soft_wrap=True), [], "")
     except Exception as err:  # noqa: BLE001 - a renderer that fails is what the fuzzer hunts too
         return f"output: {type(err).__name__}: {err}"
     bad = re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", out.getvalue())
@@ -155,7 +152,8 @@ class Fuzzer:
     """One private copy of a fixture's run folder; mutants overwrite its .xplane.pb in turn."""
 
     def __init__(self, fixture: str = FIXTURE, parent: Path | None = None):
-        from advisor.engine import analyze_run
+        from advisor.job import Job
+        from advisor.load.loader import load_run
         from advisor.locate import find_runs
 
         src = fixture_run(fixture)
@@ -163,7 +161,7 @@ class Fuzzer:
         shutil.copytree(src, self.dir)
         self.xplane = next(self.dir.glob("*.xplane.pb")).name
         self.data = (self.dir / self.xplane).read_bytes()
-        self.baseline = report(analyze_run(find_runs(self.dir)[0]))
+        self.baseline = report(Job().analyze(load_run(find_runs(self.dir)[0])))
 
     def run(self, mutant: bytes) -> tuple[str, str]:
         return classify(self.dir, self.xplane, mutant, self.baseline)

@@ -39,8 +39,8 @@ VALUES = ["", " ", "0", "-0", "1", "-1", "0.5", "1e308", "-1e308", "1e999", "nan
 
 
 def _rule_ids():
-    from advisor.engine import all_rules
-    return {r.id: r for r in all_rules()}
+    from advisor.rules import ALL
+    return {r.id: r for r in ALL}
 
 
 def rand_value(rng):
@@ -189,19 +189,19 @@ class Harness:
         prof = next((r.memory_profile for r in self.runs if r.memory_profile), None)
         self.good_prof = Path(prof).read_bytes() if prof else gzip.compress(b"")
         from advisor.check import save_baseline
-        from advisor.engine import analyze_profile
+        from advisor.job import Job
         self.baseline = self.tmp / "good_baseline.json"
-        save_baseline(self.baseline, analyze_profile(self.profiles[0]), None)
+        save_baseline(self.baseline, Job().analyze(self.profiles[0]).document(), None)
 
     def analyze(self, rng, rules=None, options=None, capacity=None, peaks=None, meta=None):
         """The rules on a loaded run, rendered; the profile restored after."""
-        from advisor.engine import analyze_profile
+        from advisor.job import Job
         profile = rng.choice(self.profiles)
         saved = (list(profile.notes), profile.device_capacity_bytes, profile.run_metadata, list(profile.warnings))
         try:
             if meta is not None:
                 profile.run_metadata = meta
-            analysis = analyze_profile(profile, rules, options, capacity, peaks)
+            analysis = Job(None if rules is None else tuple(rules), options, capacity, peaks=peaks).analyze(profile)
             self.render(analysis)
             broken = [n for n in profile.notes if n.startswith("internal error")]
             if broken:
@@ -215,13 +215,13 @@ class Harness:
         from rich.console import Console
 
         from advisor.report import json_report, text
-        doc = analysis.to_json()
+        doc = analysis.document()
         text.render([doc], Console(file=io.StringIO(), width=160, highlight=False, soft_wrap=True), [], "")
         json.loads(json_report.render([doc], "x"), parse_constant=_refuse)
 
     def case_options(self, rng):
         from advisor.cli import resolve_peaks
-        from advisor.engine import select_rules
+        from advisor.rules import select as select_rules
         from advisor.settings import parse_option_flags, parse_size_flag, parse_steps_flag, validate_options
         ids = list(self.rules)
         select = [rng.choice(ids + ["nope", rand_value(rng)] if rng.random() < 0.1 else ids)
@@ -254,7 +254,7 @@ class Harness:
         (folder / name).write_bytes(text.encode("utf-8", "surrogateescape"))
         self.last = f"{name}: {text!r}"
         settings = read_project_settings(folder)
-        from advisor.engine import select_rules
+        from advisor.rules import select as select_rules
         rules = select_rules(settings.select, settings.ignore)
         self.analyze(rng, rules, validate_options(settings.options, self.rules))
         return f"{name}: {text!r}"
@@ -285,7 +285,7 @@ class Harness:
 
     def case_baseline(self, rng):
         from advisor.check import read_baseline_doc, run_check
-        from advisor.engine import analyze_profile
+        from advisor.job import Job
         from advisor.report import ci
         doc = json.loads(self.baseline.read_text())
         kind = rng.randrange(3)
@@ -306,8 +306,8 @@ class Harness:
         path.write_text(text, encoding="utf-8", errors="surrogateescape")
         self.last = f"baseline: {text[:300]!r}"
         base, _ = read_baseline_doc(path)
-        analysis = analyze_profile(self.profiles[0])
-        result = run_check(analysis, base, "error", 0.1, 0.05, list(self.rules))
+        analysis = Job().analyze(self.profiles[0])
+        result = run_check(analysis.document(), base, "error", 0.1, 0.05, list(self.rules))
         ci.junit(result, self.tmp / "junit.xml")
         ET.parse(self.tmp / "junit.xml")
         ci.markdown(result)

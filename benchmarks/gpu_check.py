@@ -184,13 +184,13 @@ def time_workload(config: dict, steps: int) -> tuple[float, bool]:
 
 
 def run_row(key: str, label: str, overrides: list[str], preset: str, out: Path, cfg: dict, clock: Clock) -> dict:
-    from advisor import runner, workloads
+    from advisor import locate, runner, workloads
 
     config = workloads.resolve(WORKLOAD, preset, overrides)
     logdir = out / "rows" / key
     # what `advisor run-workload` and `advisor sweep` run: pre-flight, compile, warm-up, profiled steps
     run_dir = runner.profile_workload(WORKLOAD, preset, config, logdir, lambda m: clock.log(f"{key}: {m}"))
-    meta = json.loads((run_dir / runner.RUN_METADATA).read_text())
+    meta = json.loads((run_dir / locate.RUN_METADATA).read_text())
     ms, loaded = time_workload(config, cfg["row_time_steps"])
     clock.log(f"{key}: untraced median {ms:.2f} ms over {cfg['row_time_steps']} steps "
               f"({'program loaded from the cache' if loaded else 'program compiled again'}); analyzing")

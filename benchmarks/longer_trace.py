@@ -23,23 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.load.xplane_stream import (_EVENT_TAG, _LEN, _LINES, _PLANES, StreamSpace, XLine,  # noqa: E402
-                                        _event_run, _fields)
+from advisor.load.wire import LEN as _LEN, encode_varint as _varint, fields as _fields  # noqa: E402
+from advisor.load.xplane import EVENT_TAG as _EVENT_TAG, PLANE_LINES as _LINES, XSPACE_PLANES as _PLANES, XLine  # noqa: E402
+from advisor.load.xplane_stream import StreamSpace, _event_run  # noqa: E402
 
 HOST = "/host:CPU"
 _RUN_SHIFT = 1 << 32
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _span_and_steps(path: Path) -> tuple[int, int, dict[str, int]]:

@@ -49,7 +49,7 @@ def _int(number: int, value: int) -> bytes:
 
 def heavy(src: Path, dst: Path, entries: int, blob: int) -> None:
     """src with `entries` event metadata and as many stat metadata appended to its /host:CPU plane."""
-    from advisor.load.xplane_stream import _fields
+    from advisor.load.wire import fields as _fields
 
     data = src.read_bytes()
     extra = bytearray()

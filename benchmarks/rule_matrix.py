@@ -104,16 +104,18 @@ def gpu_path(folder: str) -> Path:
 
 def corpus_rows() -> list[tuple[str, set, dict, dict]]:
     """(name, rules that must fire, findings' severities by rule, verdict by rule) per corpus program."""
-    from advisor.engine import all_rules, analyze_all
+    from advisor.engine import analyze_all
+    from advisor.job import Job
+    from advisor.rules import ALL
     from corpus.expectations import CASES, expectation
     from corpus.traces import materialize
 
-    rule_ids = [r.id for r in all_rules()]
+    rule_ids = [r.id for r in ALL]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in CASES:
             print(f"analyzing corpus {case} ...", file=sys.stderr, flush=True)
-            analyses, failed = analyze_all(materialize(case, Path(tmp)), device_memory=CASES[case].get("device_memory"))
+            analyses, failed = analyze_all(materialize(case, Path(tmp)), Job(device_memory=CASES[case].get("device_memory")))
             if failed:
                 raise SystemExit(f"corpus {case}: {failed[0].reason}")
             sev: dict[str, list[str]] = {}
@@ -142,10 +144,10 @@ def main() -> None:
     ap.add_argument("--corpus-only", action="store_true",
                     help="only the corpus (skip recording the tutorial rows and the plain programs)")
     args = ap.parse_args()
-    from advisor.engine import all_rules
+    from advisor.rules import ALL
     from corpus.expectations import satisfied
 
-    rule_ids = [r.id for r in all_rules()]
+    rule_ids = [r.id for r in ALL]
     observed = []
     # name -> rule -> (verdict, reason) for rows judged by verdicts rather than an expected set
     verdicts: dict[str, dict] = {}

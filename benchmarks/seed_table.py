@@ -46,7 +46,7 @@ def measure(preset: str, overrides: list[str], steps: int, logdir: Path) -> tupl
     config = workloads.resolve("transformer", preset, overrides + [f"train.steps={steps}"])
     run_dir = runner.profile_workload("transformer", preset, config, logdir)
     (analysis,) = analyze_path(run_dir)
-    m = metrics(analysis)
+    m = metrics(analysis.document())
     return statistics.median(analysis.profile.run_metadata["step_wall_ms"]), m.peak_memory_bytes, sorted(m.findings)
 
 

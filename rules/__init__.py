@@ -1,4 +1,5 @@
-"""The rule catalog (installed as `advisor.rules`): one module per rule, named after its id."""
+"""The rule catalog (installed as `advisor.rules`): one module per rule, named after its id; `ALL` in the
+order reports list them, `select` for the ids a user chose."""
 
 from . import (
     device_imbalance,
@@ -40,3 +41,15 @@ ALL = [
     launch_bound.RULE,
 ]
 BY_ID = {rule.id: rule for rule in ALL}
+
+
+def select(select=None, ignore=()) -> list:
+    """The rules chosen by id, in the catalog's order: select None for every rule, an empty list
+    (`--select none`) for none; an unknown id is one clear error (AdvisorError)."""
+    from advisor.errors import AdvisorError
+
+    select = None if select is None else list(select)
+    for rid in [*(select or ()), *ignore]:
+        if rid not in BY_ID:
+            raise AdvisorError(f"unknown rule id {rid!r}; valid ids: {', '.join(BY_ID)} (see `advisor rules`)")
+    return [r for r in ALL if (select is None or r.id in select) and r.id not in set(ignore)]

@@ -8,7 +8,9 @@ from typing import Optional
 
 from advisor.model import Buffer, Profile
 from advisor.model import merge_intervals as merge  # noqa: F401 - the rules' name for it
+from advisor.views import parallelism
 from advisor.views.idle import compiles, warm_up_step  # noqa: F401 - computed with the idle view
+from advisor.views.parallelism.weights import makes_gradients, state_dims, weight_like
 
 
 def bundled_config(profile: Profile) -> Optional[dict]:
@@ -44,20 +46,16 @@ def is_backward(op_name: str) -> bool:
 def weight_dims(profile: Profile) -> frozenset:
     """Dims of weight-shaped arrays on one device: the train state's, their slices (a stage's or a
     layer's weight) and FSDP-gathered copies (the parallelism view's, or the step program's own)."""
-    from advisor.views import parallelism
-
     view = parallelism.of(profile)
     if view is not None:
         return view.weight_dims
     module = profile.modules.get(profile.step_module or "")
-    return frozenset(parallelism.state_dims(module)) if module is not None else frozenset()
+    return frozenset(state_dims(module)) if module is not None else frozenset()
 
 
 def weight_shaped(profile: Profile, shape: str, weights: Optional[frozenset] = None, gradient: bool = False) -> bool:
     """A buffer shaped like a weight (a stage's slice, a gathered copy), or, for a gradient (made by
     the backward pass), a stack of them (per-example gradients)."""
-    from advisor.views.parallelism import weight_like
-
     return weight_like(dims(shape), weight_dims(profile) if weights is None else weights, gradient)
 
 
@@ -73,8 +71,6 @@ def activations(profile: Profile, saved_only: bool = False) -> list[Buffer]:
     if profile.memory is None:
         return []
     module = profile.modules.get(profile.step_module or "")
-    from advisor.views.parallelism import makes_gradients
-
     inputs = parameter_shapes(profile)
     weights = weight_dims(profile)
     training = is_training_step(profile)

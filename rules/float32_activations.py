@@ -47,7 +47,8 @@ from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, ms, pct
-from advisor.views.efficiency import device_peak, op_bound, op_rows
+from advisor.views import ops as ops_view, peak as peak_view
+from advisor.views.ops import op_bound
 
 from advisor.remedies import MATERIAL_SHARE, Kind, Remedy, advice, buys, severity
 
@@ -147,12 +148,13 @@ def _speed(profile: Profile) -> Optional[_Speed]:
     """On a GPU, the step time bfloat16 compute would save, from the measured op times: float32
     matmuls run at the f32 (on NVIDIA, tf32) rate, a fraction of bfloat16's (the peak table's two
     columns), and memory-bound ops on float32 activations would move half the bytes."""
-    ops = op_rows(profile)
+    ops = ops_view.of(profile)
     step_ns = profile.step_time_ns
     if ops is None or not step_ns:
         return None
-    f32, _ = device_peak(profile, "f32")
-    bf16, _ = device_peak(profile, "bf16")
+    peaks = peak_view.of(profile)
+    f32, _ = peaks.at("f32")
+    bf16, _ = peaks.at("bf16")
     if f32 is None or bf16 is None or not f32.flops_per_s or not bf16.flops_per_s:
         return None
     per = max(ops.steps, 1)
@@ -165,10 +167,14 @@ def _speed(profile: Profile) -> Optional[_Speed]:
     saving = mm * (1 - 1 / ratio) + mem / 2 if ratio > 1 else mem / 2
     if saving <= 0:
         return None
+    halved = f"{ms(mem)} of memory-bound float32 activation ops at half the bytes"
+    if ratio <= 1:      # one FLOP/s for every dtype (the user's --peak-flops): no matmul gain can be read from it
+        why = (f"the peak measured against ({bf16.source}) gives float32 and bfloat16 matmuls one rate, so only "
+               "the memory-bound ops' halved bytes are counted: the step would be faster, not only lighter")
+        return _Speed(saving, saving / step_ns, why, halved)
     rate = (f"float32 matmuls run at the {f32.dtype} rate ({f32.flops_per_s / 1e12:.4g} TFLOP/s on the "
             f"{f32.device}), {ratio:.3g}x slower than bfloat16's {bf16.flops_per_s / 1e12:.4g} TFLOP/s ({bf16.source})")
-    basis = (f"{ms(mm)} of float32 matmuls per step at {1 / ratio:.2g} of the time, {ms(mem)} of memory-bound "
-             "float32 activation ops at half the bytes")
+    basis = f"{ms(mm)} of float32 matmuls per step at {1 / ratio:.2g} of the time, {halved}"
     return _Speed(saving, saving / step_ns, f"on this GPU {rate}: the step would be faster, not only lighter", basis)
 
 

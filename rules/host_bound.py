@@ -71,7 +71,7 @@ def _in(spans, steps) -> float:
 
 
 def check(profile: Profile, min_idle_share: float = idle_view.MIN_SHARE):
-    view = idle_view.of(profile, min_idle_share)
+    view = idle_view.of(profile)
     if view is None or view.host_share < min_idle_share:
         return    # gaps between kernels launched one by one are launch latency: launch-bound says so
     steps, total, idle, share = view.steps, view.step_ns, view.idle_ns - view.launch_ns, view.host_share
@@ -131,6 +131,7 @@ RULE = Rule(
     summary="the device sits idle inside steps waiting on the host (sync, transfers, dispatch)",
     check=check,
     needs=("steps",),
+    binds=("min_idle_share",),
     doc=__doc__,
     notes=notes,
 )

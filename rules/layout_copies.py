@@ -37,10 +37,10 @@ from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import ms, pct, si
-from advisor.views.efficiency import device_peak, matmul_dtype, op_rows
+from advisor.views import ops as ops_view, peak as peak_view
 
 def check(profile: Profile, min_share: float = 0.15):
-    ops = op_rows(profile)
+    ops = ops_view.of(profile)
     if ops is None:
         return
     per = max(ops.steps, 1)
@@ -50,7 +50,7 @@ def check(profile: Profile, min_share: float = 0.15):
     if not total or time / total < min_share:
         return
     share = time / total
-    peak, _ = device_peak(profile, matmul_dtype(ops.rows))
+    peak, _ = peak_view.of(profile).step       # the efficiency section's: the user's, where given
     rate = sum(r.bytes for r in layout) / (time / 1e9)
     at = f", moving {si(rate, 'B/s')}" + (f" ({pct(rate / peak.bytes_per_s)} of {peak.device}'s "
                                          f"{si(peak.bytes_per_s, 'B/s')}, {peak.source})"

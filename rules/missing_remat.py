@@ -61,7 +61,7 @@ from __future__ import annotations
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.views.efficiency import op_rows
+from advisor.views import ops as ops_view
 from advisor.units import flop, mib, ms, pct
 
 from advisor.remedies import Kind, Remedy, advice, buys, severity
@@ -153,7 +153,7 @@ def recompute_cost(profile: Profile) -> str:
     FLOPs (forward 1, backward 2) at the step's measured matmul rate; not promised as step time, which
     remat can also lower by saving the activations' traffic (measured, not estimated)."""
     text = "the rematted blocks' forward pass runs again during the backward pass"
-    ops = op_rows(profile)
+    ops = ops_view.of(profile)
     if ops is None:
         return text + " (more work; --verify measures the step time)"
     per = max(ops.steps, 1)

@@ -123,7 +123,7 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
     rematted = profile.modules[module].has_remat or bool((config or {}).get("model", {}).get("remat"))
     view = parallelism.of(profile)
     schedule = view.pipeline if view is not None else None
-    in_schedule = schedule is not None and any(_in_loop(profile.modules[module], ins.loop, schedule.loop)
+    in_schedule = schedule is not None and any(profile.modules[module].in_loop(ins.loop, schedule.loop)
                                                or _backward_schedule(profile.modules[module], ins.loop, schedule)
                                                for _, ins in dus)
     over_time = not in_schedule and not config and not _stacked_parameters(profile.modules[module], stacked)
@@ -209,16 +209,6 @@ def _split(by_category: dict[str, float], fill_categories: set[str]) -> str:
         return ""
     return ": " + ", ".join(f"{ms(ns)} in {cat}" + (" (the zero-fill of the stacked buffers)" if cat in fill_categories
                                                      else "") for cat, ns in by_category.items())
-
-
-def _in_loop(module, loop: str, target: str) -> bool:
-    seen = 0
-    while loop and seen < 64:
-        if loop == target:
-            return True
-        loop = module.loops[loop].parent if loop in module.loops else ""
-        seen += 1
-    return False
 
 
 def _backward_schedule(module, loop: str, schedule) -> bool:

@@ -39,7 +39,7 @@ from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import ms, pct
-from advisor.views.efficiency import op_rows
+from advisor.views import ops as ops_view
 
 _BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "s8": 1, "u8": 1}
 
@@ -57,7 +57,7 @@ def _padded(n: int, unit: int) -> int:
 
 
 def check(profile: Profile, min_share: float = 0.05):
-    ops = op_rows(profile)
+    ops = ops_view.of(profile)
     if ops is None:
         return
     per = max(ops.steps, 1)

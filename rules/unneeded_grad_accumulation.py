@@ -131,5 +131,7 @@ RULE = Rule(
     summary="gradient accumulation while the full batch would fit in device memory",
     check=check,
     needs=("hlo", "buffers", "capacity"),
+    unmet_notes=(("capacity", "device memory capacity unknown (the trace does not record it): "
+                              "unneeded-grad-accumulation was skipped; pass --device-memory to check it"),),
     doc=__doc__,
 )

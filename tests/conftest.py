@@ -39,7 +39,7 @@ def pytest_addoption(parser):
 
 # The modules that take longest (CPU seconds: benchmarks/suite_profile.py), handed to the xdist workers first: one
 # of them last would leave the other worker idle at the end (verify_preflight_sweep, ~50 s, was).
-FIRST = ("test_verify_preflight_sweep", "test_parallel_workloads", "test_check_compare", "test_profile_snapshot",
+FIRST = ("test_verify_preflight_sweep", "test_parallel_workloads", "test_check_compare", "test_snapshots",
          "test_parallel_tensor", "test_fuzz", "test_workloads", "test_checked_advice", "test_rules_on_plain_programs",
          "test_fleet")
 

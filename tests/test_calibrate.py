@@ -8,7 +8,7 @@ import pytest
 
 from conftest import FIXTURES, cli
 from advisor import calibrate, hardware
-from advisor.engine import analyze_profile
+from advisor.job import Job
 from advisor.load.loader import load_run
 from advisor.locate import find_runs
 
@@ -39,7 +39,7 @@ def _efficiency(recorded_on=None):
     profile = load_run(find_runs(FIXTURES / "transformer_scan")[0])
     if recorded_on is not None:
         profile.run_metadata["host"] = recorded_on
-    return analyze_profile(profile).summary["efficiency"]
+    return Job().analyze(profile).summary["efficiency"]
 
 
 def test_calibrate_stores_the_machine_and_its_roofs(cache):

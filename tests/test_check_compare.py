@@ -317,10 +317,11 @@ def test_a_baseline_from_a_temporary_trace_names_no_path(tmp_path, loaded_profil
     from advisor.check import save_baseline
 
     (analysis,) = loaded_profile("transformer_scan")
-    save_baseline(tmp_path / "b.json", analysis, {"name": "transformer", "preset": "tiny", "overrides": []}, kept=False)
+    save_baseline(tmp_path / "b.json", analysis.document(), {"name": "transformer", "preset": "tiny", "overrides": []},
+                  kept=False)
     doc = json.loads((tmp_path / "b.json").read_text())
     assert doc["trace"] is None and doc["workload"]["name"] == "transformer"
-    save_baseline(tmp_path / "c.json", analysis)
+    save_baseline(tmp_path / "c.json", analysis.document())
     assert json.loads((tmp_path / "c.json").read_text())["trace"] == analysis.profile.path
 
 

@@ -76,9 +76,9 @@ def test_verify_api_compiles_both_variants():
 def test_a_rule_that_escalates_says_when():
     """recompilation prints `error` above 20% of step time: the rule table says so, not just `warning`."""
     from advisor.docs import rules_table
-    from advisor.engine import all_rules
+    from advisor.rules import BY_ID
 
-    rule = {r.id: r for r in all_rules()}["recompilation"]
+    rule = BY_ID["recompilation"]
     assert rule.severity == "warning" and "error when" in rule.escalation
     assert f"| {rule.severity_text} |" in rules_table() and "error when" in rule.severity_text
 

@@ -5,11 +5,11 @@ from a cache is read honestly (its HLO under a new id, its missing heap simulati
 import json
 import shutil
 
-from advisor import compile_cache
-from advisor.heap_traces import _SCHEMA, _BUFFER_ASSIGNMENT, _HEAP_TRACES, _field, _fields, _metadata_plane, restore
+from advisor import compile_cache, rules
+from advisor.heap_traces import _BUFFER_ASSIGNMENT, _HEAP_TRACES, _fields, restore
+from advisor.load.wire import encode_field as _field
+from advisor.load.xplane import XPlane as _XPlane, metadata_plane as _metadata_plane
 from advisor.load.hlo_proto import HloProto
-from advisor.load.protos import message_class
-from advisor.load.loader import NEEDS_HLO
 from conftest import FIXTURES, analyze_json, cli
 
 
@@ -31,7 +31,7 @@ def test_a_second_run_loads_its_programs_and_reports_the_same(tmp_path, monkeypa
     assert used[0]["misses"] > 0 and used[1]["hits"] > 0 and used[1]["misses"] == 0
     assert second["summary"]["peak_memory_bytes"] == first["summary"]["peak_memory_bytes"]
     assert second["warnings"] == first["warnings"] == []
-    hlo_rules = set(NEEDS_HLO)
+    hlo_rules = {r.id for r in rules.ALL if "hlo" in r.needs}
     assert [f for f in second["findings"] if f["rule"] in hlo_rules] == \
            [f for f in first["findings"] if f["rule"] in hlo_rules]
     assert any("persistent compilation cache" in n for n in second["notes"])
@@ -83,14 +83,6 @@ def test_the_cache_follows_xdg(monkeypatch, tmp_path):
     assert compile_cache.default_dir() == tmp_path / ".cache" / "advisor" / "jax"
 
 
-# The plane with the stats' integer values declared too (the program id is one).
-_XPlane = message_class(_SCHEMA.replace(
-    'field { name: "bytes_value" number: 6 label: LABEL_OPTIONAL type: TYPE_BYTES }',
-    'field { name: "bytes_value" number: 6 label: LABEL_OPTIONAL type: TYPE_BYTES }\n'
-    '  field { name: "uint64_value" number: 3 label: LABEL_OPTIONAL type: TYPE_UINT64 }\n'
-    '  field { name: "int64_value" number: 4 label: LABEL_OPTIONAL type: TYPE_INT64 }'), "advisor_heap.XPlane")
-
-
 def _as_loaded_from_cache(xplane, step_key, new_id):
     """The trace as a cache hit records it: the step's HLO under another program id, without heap traces."""
     data = xplane.read_bytes()
@@ -110,8 +102,9 @@ def _as_loaded_from_cache(xplane, step_key, new_id):
             hlo.hlo_module.id = new_id      # the buffer assignment, undeclared there, is kept as it is
             stat.bytes_value = hlo.SerializeToString()
         elif stat.metadata_id == id_stat:
-            assert (stat.uint64_value or stat.int64_value) == int(step_key[:-1].rsplit("(", 1)[1])
-            stat.uint64_value, stat.int64_value = (new_id, 0) if stat.uint64_value else (0, new_id)
+            kind = stat.WhichOneof("value")     # the program id: an unsigned or a signed integer
+            assert getattr(stat, kind) == int(step_key[:-1].rsplit("(", 1)[1])
+            setattr(stat, kind, new_id)
     moved = plane.event_metadata[new_id]
     moved.CopyFrom(meta)
     moved.id = new_id

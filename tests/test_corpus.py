@@ -9,6 +9,7 @@ import re
 import pytest
 
 from advisor.engine import analyze_all
+from advisor.job import Job
 from corpus.expectations import CASES, RULES, expectation, satisfied
 from corpus.traces import FIXTURES, materialize
 
@@ -25,7 +26,7 @@ def reported(tmp_path_factory):
     def get(case):
         if case not in cache:
             logdir = materialize(case, tmp_path_factory.mktemp("corpus"))
-            analyses, failed = analyze_all(logdir, device_memory=CASES[case].get("device_memory"))
+            analyses, failed = analyze_all(logdir, Job(device_memory=CASES[case].get("device_memory")))
             assert not failed and len(analyses) == 1, failed
             by_rule = {rule: [] for rule in RULES}
             for f in analyses[0].findings:
@@ -43,8 +44,8 @@ def test_every_case_has_a_recorded_trace():
 
 
 def test_expectations_name_known_rules_and_verdicts():
-    from advisor.engine import all_rules
-    assert set(RULES) == {r.id for r in all_rules()}
+    from advisor.rules import ALL
+    assert set(RULES) == {r.id for r in ALL}
     for case in CASES.values():
         for rule, (verdict, reason) in case["expect"].items():
             assert rule in RULES and reason

@@ -220,7 +220,7 @@ def test_a_verdict_on_a_small_share_of_the_step_leads_with_what_dominates(gpu, l
     import copy
     import dataclasses
 
-    from advisor.views.efficiency import efficiency
+    from advisor.views import efficiency
 
     mi300 = gpu["jax08_attention"]
     assert mi300["verdict"].startswith("mostly idle: the device is idle 88% of the traced window; the rest: ")
@@ -234,7 +234,7 @@ def test_a_verdict_on_a_small_share_of_the_step_leads_with_what_dominates(gpu, l
             if ins.is_attention:
                 ins.cost = dataclasses.replace(ins.cost, flops=None)
     profile.views.clear()
-    unknown = efficiency(profile)
+    unknown = efficiency.of(profile)
     assert unknown["verdict"].startswith("mostly of unknown bound: ops whose bound is unknown take 52% of the traced "
                                          "window (te_fused_attn_backward_ffi, te_fused_attn_forward_ffi")
     assert unknown["verdict"].count("unknown") == 2       # said once, not again in a caveat

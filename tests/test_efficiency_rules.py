@@ -15,7 +15,10 @@ import jax.numpy as jnp
 import pytest
 
 from conftest import FIXTURES
-from advisor.engine import analyze_path, select_rules
+from advisor.engine import analyze_path
+from advisor.job import Job
+from advisor.peaks import user_peaks
+from advisor.rules import select
 
 sys.path.insert(0, str(FIXTURES / "gpu"))
 import build as builder  # noqa: E402
@@ -51,8 +54,11 @@ def gpu_traces(tmp_path_factory):
         root = tmp_path_factory.mktemp(f"gpu_{name}")
         scenario = dataclasses.replace(builder.SCENARIOS["gpu_scan"], source=str(cpu))
         builder.build(name, scenario, root)
-        (analysis,) = analyze_path(root / name, select_rules(RULES))
+        (analysis,) = analyze_path(root / name, Job(tuple(select(RULES))))
         out[name] = analysis
+        if name == "problem":       # and with the user's peaks (1 TB/s: less than the H100's 3.35 TB/s)
+            (out["problem with peaks"],) = analyze_path(root / name, Job(tuple(select(RULES)),
+                                                                         peaks=user_peaks("100T", "1TB/s")))
     return out
 
 
@@ -74,6 +80,16 @@ def test_layout_copies_fires_on_the_transposed_output(gpu_traces):
     f = _by_rule(gpu_traces["problem"])["layout-copies"]
     assert f.evidence["layout_share_of_op_time"] >= 0.15
     assert f.recommendation.expected.saving > 0 and "NHWC" in f.recommendation.text
+
+
+def test_layout_copies_measures_against_the_efficiency_sections_peak(gpu_traces):
+    """The rule's share of the peak bandwidth is over the peak the efficiency section names: the device
+    table's, or the user's where given (it read the table's alone, whatever the user passed)."""
+    for name, bandwidth in (("problem", "3.35 TB/s"), ("problem with peaks", "1 TB/s")):
+        analysis = gpu_traces[name]
+        peak = analysis.summary["efficiency"]["peak"]
+        assert peak["bytes_per_s"] == float(bandwidth.split()[0]) * 1e12
+        assert f"of {peak['device']}'s {bandwidth}, {peak['source']})" in _by_rule(analysis)["layout-copies"].title
 
 
 def test_silent_on_the_clean_program(gpu_traces):

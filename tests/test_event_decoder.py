@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from advisor.load import xplane_stream
+from advisor.load import event_decoder, xplane_stream
 from advisor.load.xplane_stream import StreamLine, XSpaceError
 
 
@@ -171,5 +171,5 @@ def test_the_chain_by_pointer_doubling_gives_the_same(monkeypatch):
     monkeypatch.setattr(xplane_stream, "_CHUNK", 4096)
     data = _line(random.Random(11), 300, 0.2)
     expected = _by_protobuf(_stream(data))
-    monkeypatch.setattr(xplane_stream, "_found", lambda *args: None)
+    monkeypatch.setattr(event_decoder, "_found", lambda *args: None)
     assert _by_columns(_stream(data)) == expected

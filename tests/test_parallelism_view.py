@@ -8,7 +8,8 @@ import pytest
 
 from advisor.engine import analyze_all
 from advisor.views import parallelism
-from advisor.views.parallelism import Axis, _infer_axes, weight_like
+from advisor.views.parallelism.mesh import Axis, infer_axes
+from advisor.views.parallelism.weights import weight_like
 from advisor.model import Instruction
 from corpus.traces import materialize
 
@@ -157,14 +158,14 @@ def test_axes_inferred_from_groups_alone():
         return Instruction("c", "all-reduce", "main", "f32", (4,), 16, "", None, False,
                            replica_groups=groups, source_target_pairs=pairs)
     # data x tensor over 8: groups over stride 4 and over stride 1 (size 4)
-    axes = _infer_axes([ins(((0, 4), (1, 5), (2, 6), (3, 7))), ins(((0, 1, 2, 3), (4, 5, 6, 7)))], 8)
+    axes = infer_axes([ins(((0, 4), (1, 5), (2, 6), (3, 7))), ins(((0, 1, 2, 3), (4, 5, 6, 7)))], 8)
     assert [(a.size, a.stride) for a in axes] == [(2, 4), (4, 1)]
     # a composite group (data and pipe together, stride 2 size 4) is not an axis of its own
-    axes = _infer_axes([ins(((0, 2, 4, 6), (1, 3, 5, 7))), ins(((0, 2), (1, 3), (4, 6), (5, 7))),
+    axes = infer_axes([ins(((0, 2, 4, 6), (1, 3, 5, 7))), ins(((0, 2), (1, 3), (4, 6), (5, 7))),
                         ins(((0, 4), (1, 5), (2, 6), (3, 7)))], 8)
     assert [(a.size, a.stride) for a in axes] == [(2, 4), (2, 2), (2, 1)]
     # the axis nothing runs over is filled in
-    axes = _infer_axes([ins(pairs=((0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4), (6, 7), (7, 6)))], 8)
+    axes = infer_axes([ins(pairs=((0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4), (6, 7), (7, 6)))], 8)
     assert [(a.size, a.stride) for a in axes] == [(4, 2), (2, 1)]
     assert Axis("x", 4, 2).coordinate(5) == 2
 
@@ -185,12 +186,12 @@ def findings(run, case, rule):
 
 
 def test_schedule_loop_gets_stage_remat_not_unroll(run):
-    from advisor.engine import analyze_profile
+    from advisor.job import Job
     from advisor.rules import BY_ID
 
     rule = BY_ID["scan-dynamic-update-slice"]
     options = {rule.id: {"min_share": 0.0, "min_total_share": 0.0}}
-    (f,) = analyze_profile(run("pipeline_looping").profile, [rule], options).findings
+    (f,) = Job((rule,), options).analyze(run("pipeline_looping").profile).findings
     assert f.evidence["pipeline_schedule_loop"] and f.evidence["devices"] == 8
     assert "remat the stage step" in f.recommendation.text and "unroll" not in f.recommendation.text.split(";")[0]
     assert "scan_layers=False" not in f.recommendation.text
@@ -200,13 +201,13 @@ def test_schedule_loop_gets_stage_remat_not_unroll(run):
 
 
 def test_exposed_communication_advice_follows_the_role(run):
-    from advisor.engine import analyze_profile
+    from advisor.job import Job
     from advisor.rules import BY_ID
 
     rule = BY_ID["exposed-communication"]
     advice = {}
     for case in ("pipeline_gpipe_m2", "tensor_parallel_sync", "parallel_3d"):
-        (f,) = analyze_profile(run(case).profile, [rule], {rule.id: {"min_share": 0.0}}).findings
+        (f,) = Job((rule,), {rule.id: {"min_share": 0.0}}).analyze(run(case).profile).findings
         advice[case] = (f.evidence["dominant_role"], f.recommendation.text)
     role, text = advice["pipeline_gpipe_m2"]
     assert role == "pipeline-transfer" and "microbatch" in text and "group the gradients" not in text

@@ -5,6 +5,7 @@ shrinks it and the gain from the counts, and stays silent where microbatches alr
 import pytest
 
 from advisor.engine import analyze_all
+from advisor.job import Job
 from advisor.rules import BY_ID
 from advisor.views import parallelism
 from corpus.traces import materialize
@@ -17,7 +18,7 @@ def run(tmp_path_factory):
     def get(case):
         if case not in cache:
             analyses, failed = analyze_all(materialize(case, tmp_path_factory.mktemp("bubble")),
-                                           [BY_ID["pipeline-bubble"]])
+                                           Job((BY_ID["pipeline-bubble"],)))
             assert not failed
             cache[case] = analyses[0]
         return cache[case]
@@ -49,8 +50,8 @@ def test_silent_where_the_bubble_is_small_or_there_is_no_pipeline(run, case):
 
 
 def test_threshold_option(run):
-    from advisor.engine import analyze_profile
+    from advisor.job import Job
 
     rule = BY_ID["pipeline-bubble"]
-    (f,) = analyze_profile(run("pipeline_gpipe_m16").profile, [rule], {rule.id: {"max_bubble": 0.1}}).findings
+    (f,) = Job((rule,), {rule.id: {"max_bubble": 0.1}}).analyze(run("pipeline_gpipe_m16").profile).findings
     assert f.evidence["target_microbatches"] == 32

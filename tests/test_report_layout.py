@@ -20,7 +20,7 @@ def scan_doc():
 
 def _on_terminal(doc, width: int) -> list[str]:
     out = io.StringIO()
-    text.render([doc], layout.console(out, terminal=True, width=width))
+    text.render([{"run": doc}], layout.console(out, terminal=True, width=width))
     return [ANSI.sub("", line) for line in out.getvalue().splitlines()]
 
 
@@ -96,7 +96,7 @@ def test_a_label_as_wide_as_its_column_keeps_a_space(scan_doc, terminal):
                                        "fits": False}]}
     doc["findings"] = [oom]
     out = io.StringIO()
-    text.render([doc], layout.console(out, terminal=terminal, width=120))
+    text.render([{"run": doc}], layout.console(out, terminal=terminal, width=120))
     lines = ANSI.sub("", out.getvalue()).splitlines()
     assert "    candidate: --set model.dtype=bfloat16" in [line[:41] for line in lines], lines
     fix = next(line for line in lines if line.startswith("    fix:"))

@@ -177,8 +177,9 @@ def test_host_bound_measures_a_host_that_paces_the_loop(corpus):
 def test_the_idle_threshold_is_one_for_the_rule_and_the_verdict():
     """host-bound's min_idle_share decides both the finding and the host-bound verdict."""
     from advisor.engine import analyze_path
+    from advisor.job import Job
 
-    (a,) = analyze_path(FIXTURES / "corpus" / "slow_host_numpy", options={"host-bound": {"min_idle_share": 0.99}})
+    (a,) = analyze_path(FIXTURES / "corpus" / "slow_host_numpy", Job(options={"host-bound": {"min_idle_share": 0.99}}))
     assert not found(a, "host-bound") and a.summary["efficiency"]["bound"] != "host"
 
 

@@ -127,14 +127,14 @@ def test_runs_named_with_control_characters_bidi_marks_or_bytes_open(tmp_path, c
 def test_a_result_of_files_that_changed_while_read_is_not_kept(tmp_path, cache_env, monkeypatch):
     """A trace cut short during its analysis and restored with the same bytes and modification time
     (tar, cp -p, rsync -t) stayed "Could not analyze ... cannot parse" until the cache was cleared."""
-    import advisor.engine
+    import advisor.job
 
     run = _run(tmp_path, "r", copy=True)
     trace = run / "vm.xplane.pb"
     data, before = trace.read_bytes(), trace.stat()
     files = read_run(run, "r").files()
     key = cache.run_key(files)
-    real = advisor.engine.run_job
+    real = advisor.job.run_job
 
     def cut_while_read(unit, job):
         trace.write_bytes(data[:1000])
@@ -143,7 +143,7 @@ def test_a_result_of_files_that_changed_while_read_is_not_kept(tmp_path, cache_e
         os.utime(trace, ns=(before.st_atime_ns, before.st_mtime_ns))
         return out
 
-    monkeypatch.setattr(advisor.engine, "run_job", cut_while_read)
+    monkeypatch.setattr(advisor.job, "run_job", cut_while_read)
     with pytest.raises(worker.FilesChanged):
         worker.analyze(key, str(run))
     assert cache.read(key) is None and cache.read_brief(key) is None

@@ -7,7 +7,7 @@ import re
 
 from rich.console import Console
 
-from advisor.engine import select_rules
+from advisor.rules import select
 from advisor.report import explain_text
 from advisor.sources import shown
 from advisor.units import mib, si
@@ -15,7 +15,7 @@ from conftest import FIXTURES, GPU_TRACES, cli
 
 
 def test_explain_renders_markdown_on_a_terminal_and_prints_it_plain_when_piped():
-    doc = select_rules(["missing-remat"])[0].doc
+    doc = select(["missing-remat"])[0].doc
     buf = io.StringIO()
     explain_text.render(doc, Console(file=buf, force_terminal=True, width=100), True)
     shown_text = re.sub(r"\x1b\[[0-9;]*m", "", buf.getvalue())

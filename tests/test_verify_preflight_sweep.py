@@ -77,7 +77,7 @@ def test_the_checked_line_and_the_verified_table_round_the_noise_once():
     line = _measured(finding["verified"])
     finding["recommendation"].update(checked="measured", check=f"re-run with --set model.remat=MLP+Attn: {line}")
     out = io.StringIO()
-    text.render([doc], layout.console(out, terminal=False, width=200))
+    text.render([{"run": doc}], layout.console(out, terminal=False, width=200))
     printed = out.getvalue()
     assert "(x1.25, noise 12%)" in line and "noise 13%" not in printed
     table = printed[printed.index("verified: each change applied alone"):]

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .train import Batch, Built, initial_state, learning_rate_schedule, make_train_step, zero_metrics
+from .train import Batch, Built, initial_state, learning_rate_schedule, make_train_step
 from .transformer_spec import DTYPES, PRESETS, REMAT_CHOICES, SCHEMA, remedy_config, validate  # noqa: F401
 
 

@@ -385,20 +385,20 @@ def lacks_heap_simulation(data: bytes) -> bool:
     assignment of a program loaded from a persistent compilation cache. Its peak (xprof's memory
     viewer walks those traces) would be wrong. A program whose buffers are all parameters, outputs,
     constants or thread-local has no traces when freshly compiled either (`x * 2 + 1`)."""
-    from .xspace_slice import _skip, _varint
+    from .wire import LEN, VARINT, skip, varint
 
     def fields(buf, pos, end):
         while pos < end:
-            key, pos = _varint(buf, pos)
-            if key & 7 == 2:
-                length, body = _varint(buf, pos)
+            key, pos = varint(buf, pos)
+            if key & 7 == LEN:
+                length, body = varint(buf, pos)
                 yield key >> 3, body, body + length
                 pos = body + length
-            elif key & 7 == 0:
-                value, pos = _varint(buf, pos)
+            elif key & 7 == VARINT:
+                value, pos = varint(buf, pos)
                 yield key >> 3, value, None
             else:
-                pos = _skip(buf, pos, key & 7)
+                pos = skip(buf, pos, key & 7)
 
     try:
         for number, body, end in fields(data, 0, len(data)):

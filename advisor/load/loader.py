@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional, Sequence
 
 from ..errors import AdvisorError
 from ..locate import RunFiles, host_name
@@ -22,12 +22,14 @@ from .xspace_slice import metadata_xspace, program_protos
 
 _MIB = 1024 * 1024
 
-# Rules that read the step program's HLO, and those that read its buffers live at the peak
-# (XLA's buffer assignment, through xprof's memory viewer): named when that part is unreadable.
-NEEDS_HLO = ("scan-dynamic-update-slice", "missing-remat", "missing-buffer-donation", "float32-activations",
-             "float32-attention-logits", "unneeded-grad-accumulation", "remat-too-broad")
-NEEDS_BUFFERS = ("missing-remat", "missing-buffer-donation", "float32-activations", "float32-attention-logits",
-                 "remat-too-broad")
+# {a part of the trace (a key of advisor.rule.NEEDS: "hlo", "buffers", ...): the ids of the rules that
+# read it}, as the job gives them (Rule.needs): named when that part is unreadable. The loader knows no rule.
+Readers = Mapping[str, Sequence[str]]
+
+
+def _could_not_run(readers: Optional[Readers], need: str, part: str) -> str:
+    names = (readers or {}).get(need)
+    return f"{', '.join(names)} could not run" if names else f"the rules that read {part} could not run"
 
 
 def load_profile_data(path):
@@ -82,16 +84,17 @@ def _first_line(err: Exception) -> str:
     return text[0][:160] if text else type(err).__name__
 
 
-def load_run(run: RunFiles, steps: Optional[slice] = None) -> Profile:
+def load_run(run: RunFiles, steps: Optional[slice] = None, readers: Optional[Readers] = None) -> Profile:
     """The run: its first host file read in full, its other host files reduced and merged in (the
     Ray engine calls the same three steps, each host file in a task of its own); with `steps`, of
-    the steps whose numbers are in that slice only."""
-    first = load_first_host(run, steps)
+    the steps whose numbers are in that slice only; `readers` names the rules a part that cannot be
+    read stops."""
+    first = load_first_host(run, steps, readers)
     reference = HostReference.of(first)
     return merge_hosts(first, [load_host(path, lambda: reference, steps) for path in run.host_files[1:]])
 
 
-def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
+def load_first_host(run: RunFiles, steps: Optional[slice] = None, readers: Optional[Readers] = None) -> Profile:
     """The run's first host file read in full (its HLO describes the program every host runs), with
     the run's metadata and memory profile: the run's profile before its other hosts are merged in."""
     pending = start_xprof(run.xplane)      # its child runs beside the timeline's reading
@@ -108,14 +111,14 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     try:
         pending.ask(aliases.get(step_module, step_module))     # the memory viewer runs while the HLO is parsed
         sliced = pending.all_protos()
-        modules = _modules(_renamed(sliced, aliases), warnings, step_module, ran) if sliced is not None else None
+        modules = _modules(_renamed(sliced, aliases), warnings, step_module, ran, readers) if sliced is not None else None
     except BaseException:
         pending.cancel()
         raise
     xprof = pending.finish()
     protos = _renamed(dict(xprof.hlo_protos), aliases)
     if modules is None:
-        modules = _modules(protos, warnings, step_module, ran)
+        modules = _modules(protos, warnings, step_module, ran, readers)
     cache_notes = [f"the HLO of {key} is registered as {registered} in the trace (a program loaded from a "
                    "persistent compilation cache gets a new id there): read from there"
                    for key, registered in sorted(aliases.items())]
@@ -124,7 +127,7 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
     if unsimulated:
         warnings.append(f"the buffer assignment of {step_module} carries no heap simulation (the program was "
                         "loaded from a persistent compilation cache): peak memory is unknown and "
-                        f"{', '.join(NEEDS_BUFFERS)} could not run; record the trace with the cache off")
+                        f"{_could_not_run(readers, 'buffers', 'the buffers')}; record the trace with the cache off")
     held = len(sliced if sliced is not None else protos)     # the programs' HLO read from the trace
     if xprof.programs is not None and held < xprof.programs:
         lost = xprof.programs - held
@@ -133,7 +136,7 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None) -> Profile:
         warnings.append(f"{xprof.error}; the HLO and buffers read before it stopped are used")
     if step_module in modules and memory is None and not unsimulated:
         warnings.append(f"the buffer assignment (memory viewer) of {step_module} could not be read: "
-                        f"{', '.join(NEEDS_BUFFERS)} could not run, and peak memory is unknown")
+                        f"{_could_not_run(readers, 'buffers', 'the buffers')}, and peak memory is unknown")
 
     backend = timeline.backend
     device_name = timeline.device_name or meta.get("device_kind", "") or backend
@@ -392,7 +395,7 @@ def _type_name(kind) -> str:
 
 
 def _modules(protos: dict[str, bytes], warnings: list[str], step_module: Optional[str],
-             ran: set[str]) -> dict[str, HloModule]:
+             ran: set[str], readers: Optional[Readers] = None) -> dict[str, HloModule]:
     """The HLO of every program that ran (has ops) and of the step program; one that cannot be read is
     named in `warnings`."""
     out, unreadable = {}, []
@@ -405,7 +408,7 @@ def _modules(protos: dict[str, bytes], warnings: list[str], step_module: Optiona
         except Exception:  # noqa: BLE001 - protobuf raises DecodeError or RuntimeError; said in a warning
             unreadable.append(key)
     if step_module and step_module not in out:
-        warnings.append(f"HLO of {step_module} could not be read: {', '.join(NEEDS_HLO)} could not run, "
+        warnings.append(f"HLO of {step_module} could not be read: {_could_not_run(readers, 'hlo', 'the HLO')}, "
                         "and its ops are not categorized")
     ran = {k for k in ran if split_key(k)[1] >= 0}     # ops outside any program (memcpys) have no HLO
     others = sorted(k for k in set(unreadable) | (ran - set(out)) if k != step_module)

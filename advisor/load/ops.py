@@ -255,13 +255,6 @@ class OpAccumulator:
         self._lines += 1
         return LineOps(self, device, self._lines, flat)
 
-    def add_line(self, starts: np.ndarray, durs: np.ndarray, places: np.ndarray, names: np.ndarray,
-                 device: str = "") -> None:
-        """The op events of one whole line, in any order (sorted here, ties kept in line order)."""
-        line = self.line(device)
-        line.add(starts, durs, places, names)
-        line.close()
-
     def _windowed(self) -> Iterator[_Part]:
         for block, (starts, ends, own, keys, places) in self.store.columns(self.window):
             yield _Part(starts, ends, own, keys, places, block.device)

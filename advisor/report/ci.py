@@ -7,7 +7,7 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from .. import safe_json
 from ..outputs import atomic_open, write_text
 from . import escape
@@ -66,13 +66,13 @@ def sarif(result, rules, path: Path) -> dict:
                           "shortDescription": {"text": f"{budget.split(':')[1]} regression against the baseline"},
                           "defaultConfiguration": {"level": "error"}})
     results = []
-    for f in result.analysis.findings:
+    for f in result.document["run"]["findings"]:
+        rec = f["recommendation"]
         results.append({
-            "ruleId": f.rule,
-            "level": _SARIF_LEVEL[f.severity],
-            "message": {"text": escape.sarif_text(
-                f"{f.title}. Fix: {f.recommendation.text}. Expected: {f.recommendation.expected.text}.")},
-            "locations": _location(f.source),
+            "ruleId": f["rule"],
+            "level": _SARIF_LEVEL[f["severity"]],
+            "message": {"text": escape.sarif_text(f"{f['title']}. Fix: {rec['text']}. Expected: {rec['expected']['text']}.")},
+            "locations": _location(f.get("source")),
         })
     for c in result.checks:
         if c.name.startswith("budget:") and not c.passed:

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import escape
+from . import charts, escape
 from .efficiency_text import pct, rate
-from .html import _chart, _figure, _svg, _table
 
 LABELLED = 5        # the longest ops get their name beside their point
 
 _BOUND_COLOR = {"compute": "#27ae60", "memory": "#e67e22", "latency": "#8e44ad", None: "#7f8c8d"}
 
 
-def charts(eff: Optional[dict]) -> list[str]:
+def figures(eff: Optional[dict]) -> list[str]:
     if not eff:
         return []
     out = []
@@ -34,7 +33,7 @@ def charts(eff: Optional[dict]) -> list[str]:
                  pct(c["flops_share_of_peak"]), pct(c["bytes_share_of_peak"]), c["bound"] or "—"] for c in cats]
         peak = eff.get("peak")
         source = f"; peak: {peak['device']} ({peak['source']})" if peak else "; no peak known"
-        table = _table(["category", f"ms {each}", f"FLOPs {each}", f"bytes {each}", "FLOP/s", "bytes/s",
+        table = charts.table(["category", f"ms {each}", f"FLOPs {each}", f"bytes {each}", "FLOP/s", "bytes/s",
                         "of peak FLOP/s", "of peak B/s", "bound"], rows, f"{title}{source}")
         out.append(f'<div class="chart" role="group" aria-label="efficiency by category">{table}</div>')
     return out
@@ -45,7 +44,7 @@ def _roofline(eff: dict) -> Optional[str]:
     ops = [o for o in eff.get("ops") or [] if o.get("intensity") and o.get("flops_per_s") and o["time_s"] > 0]
     if not ops:
         return None
-    fig, ax = _figure(6.4, 4.0)
+    fig, ax = charts.figure(6.4, 4.0)
     total = sum(o["time_s"] for o in ops)
     for bound in ("compute", "memory", "latency", None):
         pts = [o for o in ops if o.get("bound") == bound]
@@ -82,8 +81,8 @@ def _roofline(eff: dict) -> Optional[str]:
     rows = [[o["name"], o.get("module", ""), round(o["time_per_step_s"] * 1e3, 3), float(f"{o['intensity']:.3g}"),
              rate(o["flops_per_s"]), o.get("bound") or "—"] for o in sorted(ops, key=lambda o: -o["time_s"])[:12]]
     source = f"peak: {peak['source']}" if peak else "no peak known: pass --peak-flops and --peak-bandwidth"
-    table = _table(["op", "program", "ms per step" if eff.get("steps") else "ms in the window", "FLOP/B", "FLOP/s",
+    table = charts.table(["op", "program", "ms per step" if eff.get("steps") else "ms in the window", "FLOP/B", "FLOP/s",
                     "bound"], rows,
                    f"the longest ops on the roofline ({source}; latency-bound: executions under "
                    f"{eff.get('latency_threshold_us', 5):g} µs)")
-    return _chart(_svg(fig), table, "roofline")
+    return charts.chart(charts.svg(fig), table, "roofline")

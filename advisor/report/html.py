@@ -1,17 +1,17 @@
 """The HTML report: one self-contained file (inline CSS, inline SVG charts drawn by matplotlib),
-no script, no network. Numbers come from the analysis (summary, findings, compare's metrics);
+no script, no network. Numbers come from the runs' result documents (summary, findings, views, compare's metrics);
 this module only formats and draws them. Every chart has a table with its numbers beside it.
 """
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any, Optional
 
 from ..run_label import from_summary, label
 from ..units import mib
-from . import coverage, escape
+from . import charts, coverage, efficiency_html, escape, json_report
+from .charts import STYLE
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;max-width:1100px;
@@ -48,44 +48,6 @@ def _prose(text: str) -> str:
     if len(parts) % 2 == 0:       # an odd number of backticks: not code spans, shown as written
         return _e(text)
     return "".join(f"<code>{_e(p)}</code>" if i % 2 else _e(p) for i, p in enumerate(parts))
-
-
-def _svg(fig) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    text = buf.getvalue()
-    return text[text.index("<svg"):]
-
-
-def _figure(width: float, height: float):
-    from matplotlib.figure import Figure   # no pyplot: nothing can open a window
-
-    fig = Figure(figsize=(width, height))
-    return fig, fig.add_subplot()
-
-
-def _barh(labels: list[str], values: list[float], unit: str, title: str, color: str = "#2e86c1") -> str:
-    fig, ax = _figure(6.0, 0.35 * len(labels) + 0.9)
-    y = list(range(len(labels)))[::-1]
-    ax.barh(y, values, color=color)
-    ax.set_yticks(y, [escape.mathtext(lab if len(lab) < 48 else lab[:45] + "…") for lab in labels])
-    ax.set_xlabel(unit)
-    ax.set_title(escape.mathtext(title), loc="left")
-    for yi, v in zip(y, values):
-        ax.text(v, yi, f" {v:,.2f}", va="center", fontsize=8)
-    return _svg(fig)
-
-
-def _table(headers: list[str], rows: list[list[Any]], caption: str) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(
-        f'<td class="n">{_e(c)}</td>' if isinstance(c, (int, float)) else f"<td>{_e(c)}</td>" for c in r) + "</tr>"
-        for r in rows)
-    return f"<table><caption>{_e(caption)}</caption><tr>{head}</tr>{body}</table>"
-
-
-def _chart(svg: str, table: str, label: str) -> str:
-    return f'<div class="chart" role="group" aria-label="{_e(label)}"><figure>{svg}</figure>{table}</div>'
 
 
 def _fmt(v: Any) -> str:
@@ -126,39 +88,37 @@ def _verified(rule: str, v: dict) -> str:
         return f"<p>verified: {_e(_fmt(v))}</p>"
     rows = [["step time (ms)", *v["step_time_ms"]],
             ["peak memory (MiB)", *[round(b / 2**20, 1) if b else None for b in v["peak_memory_bytes"]]]]
-    fig, axes = _figure(5.0, 1.8)
+    fig, axes = charts.figure(5.0, 1.8)
     fig.clear()
     for i, (name, before, after) in enumerate(rows):
         ax = fig.add_subplot(1, 2, i + 1)
         ax.bar(["before", "after"], [before or 0, after or 0], color=["#9aa5b1", "#27ae60"])
         ax.set_title(escape.mathtext(name), fontsize=9)
     verdict = "improved" if v.get("improved") else "not improved"
-    return _chart(_svg(fig), _table(["measure", "before", "after"], rows, f"verify of {rule}: {verdict}"),
+    return charts.chart(charts.svg(fig), charts.table(["measure", "before", "after"], rows, f"verify of {rule}: {verdict}"),
                   f"verify {rule}: before and after")
 
 
-def figures(doc: dict, analysis=None) -> list[str]:
-    """The charts of one run (each with its table): the drawing part of a run's section, which needs
-    matplotlib and, for the step and memory plots, the Analysis itself (not only its document)."""
+def figures(document: dict) -> list[str]:
+    """The charts of one run's result document (each with its table): the drawing part of a run's
+    section, which needs matplotlib."""
     import matplotlib
 
     with matplotlib.rc_context(STYLE):
-        return _figures(doc, analysis)
+        return _figures(document["run"], document.get("views"))
 
 
-def _figures(doc: dict, analysis=None) -> list[str]:
+def _figures(doc: dict, views: Optional[dict]) -> list[str]:
     s = doc["summary"]
-    out = _plots(analysis, s) if analysis is not None else []
+    out = _plots(views, s) if views else []
     out += _device_chart(s)
     out += _parallelism_charts(s.get("parallelism"))
-    from .efficiency_html import charts as efficiency_charts
-
-    out += efficiency_charts(s.get("efficiency"))
+    out += efficiency_html.figures(s.get("efficiency"))
     for d in s.get("devices", []):
         if "busy_in_steps_ms" in d:
             cats = d["time_by_category_ms"]
-            svg = _barh(list(cats), list(cats.values()), "ms in the trace", f"{d['name']}: time by category")
-            out.append(_chart(svg, _table(["category", "ms"], [[k, v] for k, v in cats.items()]
+            svg = charts.barh(list(cats), list(cats.values()), "ms in the trace", f"{d['name']}: time by category")
+            out.append(charts.chart(svg, charts.table(["category", "ms"], [[k, v] for k, v in cats.items()]
                                           + [["busy in steps", d["busy_in_steps_ms"]],
                                              ["idle in steps", d["idle_in_steps_ms"]]],
                                           f"{d['name']}: op time by category and idle time"), d["name"]))
@@ -207,8 +167,8 @@ def run_section(doc: dict, charts: list[str], finding_extra=None) -> str:
     return "".join(out)
 
 
-def _run(doc: dict, analysis=None) -> str:
-    return run_section(doc, _figures(doc, analysis))
+def _run(doc: dict, views: Optional[dict]) -> str:
+    return run_section(doc, _figures(doc, views))
 
 
 def _device_chart(summary: dict) -> list[str]:
@@ -219,7 +179,7 @@ def _device_chart(summary: dict) -> list[str]:
     parts = [("compute", "compute_ms", "#2e86c1"), ("collective transfer", "collective_transfer_ms", "#e67e22"),
              ("collective wait", "collective_wait_ms", "#c0392b"), ("idle", "idle_ms", "#bdc3c7")]
     labels = [f"{d['name']} ({d['host']})" + (" slowest" if d.get("slowest") else "") for d in devices]
-    fig, ax = _figure(6.0, 0.35 * len(devices) + 1.2)
+    fig, ax = charts.figure(6.0, 0.35 * len(devices) + 1.2)
     y = list(range(len(devices)))[::-1]
     left = [0.0] * len(devices)
     for name, key, color in parts:
@@ -234,9 +194,9 @@ def _device_chart(summary: dict) -> list[str]:
     rows = [[d["name"], d["host"], d["compute_ms"], d["collective_transfer_ms"], d["collective_wait_ms"],
              d["idle_ms"], mib(d["peak_memory_bytes"]) if d.get("peak_memory_bytes") is not None else "unknown",
              "slowest" if d.get("slowest") else ""] for d in devices]
-    table = _table(["device", "host", "compute ms", "transfer ms", "wait ms", "idle ms", "peak", ""], rows,
+    table = charts.table(["device", "host", "compute ms", "transfer ms", "wait ms", "idle ms", "peak", ""], rows,
                    f"per device, {per}: compute, collective transfer, waiting for peers, idle")
-    return [_chart(_svg(fig), table, "per-device step")]
+    return [charts.chart(charts.svg(fig), table, "per-device step")]
 
 
 def _parallelism_charts(view: Optional[dict]) -> list[str]:
@@ -251,13 +211,13 @@ def _parallelism_charts(view: Optional[dict]) -> list[str]:
     rows = view.get("collectives") or []
     if rows:
         labels = [f"{r['axis']} {r['kind']} ({r['role']})" for r in rows]
-        svg = _barh(labels, [r["time_s"] * 1e3 for r in rows], "ms per step on one device",
+        svg = charts.barh(labels, [r["time_s"] * 1e3 for r in rows], "ms per step on one device",
                     "collectives by mesh axis and role")
-        table = _table(["axis", "size", "kind", "role", "per step", "bytes per step", "ms", "exposed ms"],
+        table = charts.table(["axis", "size", "kind", "role", "per step", "bytes per step", "ms", "exposed ms"],
                        [[r["axis"], r["axis_size"], r["kind"], r["role"], r["count_per_step"], r["bytes_per_step"],
                          round(r["time_s"] * 1e3, 3), round(r["exposed_s"] * 1e3, 3)] for r in rows],
                        "collectives by mesh axis and role, per step on one device (mean over devices)")
-        out.append(_chart(svg, table, "collectives by axis"))
+        out.append(charts.chart(svg, table, "collectives by axis"))
     return out
 
 
@@ -267,7 +227,7 @@ def _schedule_chart(pipe: dict) -> str:
     stages, iterations = pipe["stages"], pipe["iterations"]
     work = iterations - pipe["padding_iterations"]
     micro = pipe.get("microbatches") or work
-    fig, ax = _figure(min(9.0, 1.2 + 0.35 * iterations), 0.45 * stages + 1.0)
+    fig, ax = charts.figure(min(9.0, 1.2 + 0.35 * iterations), 0.45 * stages + 1.0)
     for s in range(stages):
         for i in range(iterations):
             k = i - s
@@ -282,51 +242,52 @@ def _schedule_chart(pipe: dict) -> str:
     ax.set_xlabel("schedule iteration (forward; the backward loop runs it in reverse)")
     ax.set_title(escape.mathtext(f"pipeline over {pipe.get('axis', 'pipe')}: bubble "
                                  f"{pipe['bubble_fraction'] * 100:.1f}% (shaded: padding)"), loc="left")
-    table = _table(["stages", "microbatches", "loops", "iterations", "padding iterations", "bubble"],
+    table = charts.table(["stages", "microbatches", "loops", "iterations", "padding iterations", "bubble"],
                    [[stages, pipe.get("microbatches") if pipe.get("microbatches") is not None else "unknown",
                      pipe.get("loops") if pipe.get("loops") is not None else "unknown", iterations,
                      pipe["padding_iterations"], f"{pipe['bubble_fraction'] * 100:.1f}%"]],
                    "the pipeline schedule: (S - 1) / (L*M + S - 1) of each stage's iterations are padding")
-    return _chart(_svg(fig), table, "pipeline schedule")
+    return charts.chart(charts.svg(fig), table, "pipeline schedule")
 
 
-def _plots(analysis, summary: dict) -> list[str]:
-    from ..compare import metrics
-
-    m = metrics(analysis)
+def _plots(views: dict, summary: dict) -> list[str]:
+    """Each step's time, op time by category, and what is live at the memory peak (the views the JSON
+    leaves out)."""
+    step_times, categories = views["step_time"]["step_times_ms"], views["step_time"]["category_ms_per_step"]
     out = []
-    if m.step_times_ms:
-        fig, ax = _figure(6.0, 2.2)
-        ax.plot(range(len(m.step_times_ms)), m.step_times_ms, marker="o", color="#2e86c1")
-        ax.set_xticks(range(len(m.step_times_ms)))
+    if step_times:
+        fig, ax = charts.figure(6.0, 2.2)
+        ax.plot(range(len(step_times)), step_times, marker="o", color="#2e86c1")
+        ax.set_xticks(range(len(step_times)))
         ax.set_xlabel("step")
         ax.set_ylabel("ms")
         ax.set_ylim(bottom=0)
         ax.set_title("step time per step", loc="left")
-        out.append(_chart(_svg(fig), _table(["step", "ms"], [[i, t] for i, t in enumerate(m.step_times_ms)],
-                                            f"step time per step ({summary.get('steps_from')})"), "step time"))
-    cats = dict(list(m.category_ms_per_step.items())[:12])
+        out.append(charts.chart(charts.svg(fig), charts.table(["step", "ms"], [[i, t] for i, t in enumerate(step_times)],
+                                                              f"step time per step ({summary.get('steps_from')})"),
+                                "step time"))
+    cats = dict(list(categories.items())[:12])
     if cats:
-        out.append(_chart(_barh(list(cats), list(cats.values()), "ms per step", "op time by category"),
-                          _table(["category", "ms per step"], [[k, v] for k, v in cats.items()],
+        out.append(charts.chart(charts.barh(list(cats), list(cats.values()), "ms per step", "op time by category"),
+                          charts.table(["category", "ms per step"], [[k, v] for k, v in cats.items()],
                                  "op time by category, per step"), "op time by category"))
-    mem = analysis.profile.memory
+    mem = views.get("memory")
     if mem:
-        groups: dict[str, int] = {}
-        for b in mem.buffers:
-            groups[b.group] = mem.group_bytes(b.group)
-        groups = dict(sorted(groups.items(), key=lambda kv: -kv[1]))
-        out.append(_chart(_barh(list(groups), [v / 2**20 for v in groups.values()], "MiB",
-                                f"memory at peak by kind ({mem.module})", "#8e44ad"),
-                          _table(["kind", "MiB"], [[k, round(v / 2**20, 2)] for k, v in groups.items()],
-                                 f"memory at peak by kind: {mib(mem.peak_bytes)} in all"), "memory at peak by kind"))
-        largest = sorted(mem.buffers, key=lambda b: -b.bytes)[:10]
-        labels = [f"{b.shape} {b.instruction}" for b in largest]
-        out.append(_chart(_barh(labels, [b.bytes / 2**20 for b in largest], "MiB", "largest buffers at peak",
-                                "#8e44ad"),
-                          _table(["buffer", "shape", "kind", "MiB"],
-                                 [[b.instruction, b.shape, b.group, round(b.bytes / 2**20, 2)] for b in largest],
-                                 "the 10 largest buffers live at the peak"), "largest buffers"))
+        groups = mem["by_kind"]
+        out.append(charts.chart(charts.barh(list(groups), [v / 2**20 for v in groups.values()], "MiB",
+                                            f"memory at peak by kind ({mem['module']})", "#8e44ad"),
+                                charts.table(["kind", "MiB"], [[k, round(v / 2**20, 2)] for k, v in groups.items()],
+                                             f"memory at peak by kind: {mib(mem['peak_bytes'])} in all"),
+                                "memory at peak by kind"))
+        largest = mem["largest"]
+        labels = [f"{b['shape']} {b['instruction']}" for b in largest]
+        out.append(charts.chart(charts.barh(labels, [b["bytes"] / 2**20 for b in largest], "MiB",
+                                            "largest buffers at peak", "#8e44ad"),
+                                charts.table(["buffer", "shape", "kind", "MiB"],
+                                             [[b["instruction"], b["shape"], b["group"], round(b["bytes"] / 2**20, 2)]
+                                              for b in largest],
+                                             "the 10 largest buffers live at the peak"),
+                                "largest buffers"))
     return out
 
 
@@ -339,24 +300,20 @@ def head(title: str, extra: str = "") -> str:
 
 
 def page(title: str, body: str) -> str:
-    from .. import __version__
+    from ..version import __version__
     return (head(title) + "<body>"
             f"<h1>{_e(title)}</h1><p class=meta>advisor {_e(__version__)}</p>{body}</body></html>\n")
 
 
-# text stays text in the SVG (small, searchable); set only while drawing, never in the user's session
-# svg.hashsalt: the ids in the SVG come from this salt, not from random: the same input gives the same file
-STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
-         "svg.hashsalt": "advisor"}
-
-
-def render_report(report, check=None) -> str:
-    """The HTML of an advisor.Report (analyze, run-workload, trace); `check`: the CheckResult of
-    `advisor check`, whose verdict leads the page."""
+def render_report(documents: list[dict], read_from: str, command: str = "analyze", failed: list[dict] = (),
+                  check=None) -> str:
+    """The HTML of the runs' result documents (analyze, run-workload, trace; failed: [{"path", "reason"}]
+    of the runs that could not be read); `check`: the CheckResult of `advisor check`, whose verdict leads
+    the page."""
     import matplotlib
 
     with matplotlib.rc_context(STYLE):
-        return _render_report(report, check)
+        return _render_report(documents, read_from, command, list(failed), check)
 
 
 def _verdict(check) -> str:
@@ -366,13 +323,14 @@ def _verdict(check) -> str:
             + (f"<ul>{items}</ul>" if items else f"<p>all {len(check.checks)} checks passed</p>") + "</section>")
 
 
-def _render_report(report, check=None) -> str:
-    docs = json.loads(report.to_json())
-    parts = ([_verdict(check)] if check is not None else []) + [_run(doc, a) for doc, a in zip(docs["runs"], report.runs)]
+def _render_report(documents: list[dict], read_from: str, command: str, failed: list[dict], check) -> str:
+    docs = json.loads(json_report.render(documents, read_from, command, failed=failed))     # as the JSON has them
+    parts = ([_verdict(check)] if check is not None else []) + [_run(doc, d.get("views"))
+                                                                 for doc, d in zip(docs["runs"], documents)]
     if docs["failed"]:
         parts.append("<h2>Runs not analyzed</h2><ul>" + "".join(
             f"<li><code>{_e(f['path'])}</code>: {_e(f['reason'])}</li>" for f in docs["failed"]) + "</ul>")
-    return page(f"advisor {docs['command']}: {report.read_from}", "".join(parts))
+    return page(f"advisor {command}: {read_from}", "".join(parts))
 
 
 def render_compare(results: list, base: str, new: str) -> str:
@@ -403,7 +361,7 @@ def _compare_section(name: str, c) -> str:
     cats = sorted(d["category_ratios"])
     b = [d["base"]["category_ms_per_step"].get(k, 0.0) for k in cats]
     n = [d["new"]["category_ms_per_step"].get(k, 0.0) for k in cats]
-    fig, ax = _figure(6.5, 0.4 * len(cats) + 1.0)
+    fig, ax = charts.figure(6.5, 0.4 * len(cats) + 1.0)
     y = list(range(len(cats)))[::-1]
     ax.barh([v + 0.2 for v in y], b, height=0.4, color="#9aa5b1", label="base")
     ax.barh([v - 0.2 for v in y], n, height=0.4, color="#2e86c1", label="new")
@@ -412,9 +370,9 @@ def _compare_section(name: str, c) -> str:
     ax.legend()
     ax.set_title("op time by category: base and new", loc="left")
     return (f"<h2>{_e(name)}</h2>" + _compare_head(c)
-            + _table(["measure", "base", "new", "new / base"], rows,
+            + charts.table(["measure", "base", "new", "new / base"], rows,
                      f"step-time noise (relative spread): {_pct(d['step_time_noise'])}")
-            + _chart(_svg(fig), _table(["category", "base ms", "new ms", "new / base"],
+            + charts.chart(charts.svg(fig), charts.table(["category", "base ms", "new ms", "new / base"],
                                        [[k, _num(bb), _num(nn), _x(d["category_ratios"][k])]
                                         for k, bb, nn in zip(cats, b, n)],
                                        "op time by category per step"), "category deltas")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from .. import __version__, safe_json
+from .. import safe_json
+from ..version import __version__
 
 SCHEMA_VERSION = 3
 
@@ -39,9 +40,11 @@ def dumps(doc: dict, indent: int | None = 2) -> str:
         return safe_json.dumps(doc, indent=indent)
 
 
-def render(docs: list[dict], read_from: str, command: str = "analyze", warnings: Iterable[str] = (),
+def render(documents: list[dict], read_from: str, command: str = "analyze", warnings: Iterable[str] = (),
            failed: Iterable[dict] = ()) -> str:
-    """docs: the runs (Analysis.to_json()); failed: [{"path", "reason"}] of runs that could not be read."""
+    """documents: the runs' result documents (Analysis.document()), of which the JSON is each `run`;
+    failed: [{"path", "reason"}] of runs that could not be read."""
+    docs = [d["run"] for d in documents]
     warnings = list(warnings) + [f"{w}" for d in docs for w in d.get("warnings", [])]
     failed = list(failed)
     warnings += [f"{f['path']}: not analyzed: {f['reason']}" for f in failed]
@@ -49,13 +52,15 @@ def render(docs: list[dict], read_from: str, command: str = "analyze", warnings:
 
 
 def jsonl_line(item: dict, read_from: str, command: str = "analyze") -> str:
-    """One line of `--format jsonl`: the envelope around one run, {"run": doc, "failed": null}, or
-    around one run that could not be read, {"run": null, "failed": {"path", "reason"}}."""
+    """One line of `--format jsonl`: the envelope around one run (item: its result document),
+    {"run": doc, "failed": null}, or around one run that could not be read (item: {"path", "reason"}),
+    {"run": null, "failed": {"path", "reason"}}."""
     if "reason" in item:
         doc = envelope(command, [read_from], {"run": None, "failed": item},
                        [f"{item['path']}: not analyzed: {item['reason']}"])
     else:
-        doc = envelope(command, [read_from], {"run": item, "failed": None}, item.get("warnings", []))
+        run = item["run"]
+        doc = envelope(command, [read_from], {"run": run, "failed": None}, run.get("warnings", []))
     return dumps(doc, indent=None)
 
 

@@ -37,23 +37,25 @@ def _line(console: Console, text: str, style: str = "") -> None:
     console.print(terminal(text, style))
 
 
-def render(docs: list[dict], console: Console, failed: list[dict] = (), root: str = "") -> None:
-    """docs: the runs of the JSON report (Analysis.to_json()); failed: [{"path", "reason"}] of the runs
-    that could not be read; root: what was given (run names in the fleet table are relative to it)."""
+def render(documents: list[dict], console: Console, failed: list[dict] = (), root: str = "") -> None:
+    """documents: the runs' result documents (Analysis.document()), of which the report prints each
+    `run`; failed: [{"path", "reason"}] of the runs that could not be read; root: what was given (run
+    names in the fleet table are relative to it)."""
+    docs = [d["run"] for d in documents]
     for doc in docs:
         render_run(doc, console)
     if len(docs) + len(failed) >= FLEET_TABLE_MIN_RUNS:
         fleet(docs, list(failed), console, root)
 
 
-def render_plain(docs: list[dict], failed: list[dict] = (), root: str = "") -> str:
+def render_plain(documents: list[dict], failed: list[dict] = (), root: str = "") -> str:
     """The report as plain lines (layout.py): what `--output FILE` writes, what a pipe gets, and what
     str(Report) returns."""
     import io
 
     buf = io.StringIO()
     con = layout.console(buf, terminal=False)
-    render(docs, con, list(failed), root)
+    render(documents, con, list(failed), root)
     con.file.flush()
     return buf.getvalue()
 
@@ -319,7 +321,7 @@ def _findings(doc: dict, console: Console) -> None:
         lines += [("expected:", terminal(rec["expected"]["text"])), ("cost:", terminal(rec["cost"]))]
         if rec.get("checked"):
             lines.append(("checked:", terminal(f"{rec['checked']}: {rec['check']}")))
-        for c in f["evidence"].get("candidates", []) if f["rule"] == "out-of-memory" else []:
+        for c in f["evidence"].get("candidates", []):     # the config changes that fit (memory_plan.py)
             change = " ".join(f"--set {k}={_value(v)}" for k, v in c["change"].items())
             est = mib(c["estimated_bytes"]) if c.get("estimated_bytes") else c.get("error", "?")
             lines.append(("candidate:", terminal(f"{change:<40} ~{est}  {'fits' if c['fits'] else 'does not fit'}")))

@@ -27,11 +27,11 @@ from typing import Callable, Optional
 
 from werkzeug.wrappers import Request, Response
 
-from .. import __version__
+from ..version import __version__
 from ..errors import AdvisorError
 from ..report import escape
 from ..report.html import CSS, head, run_section
-from ..runner import RUN_METADATA
+from ..locate import RUN_METADATA
 from ..units import mib
 from . import assets, cache
 from .jobs import Budget, Jobs
@@ -341,14 +341,14 @@ def project_settings(folder: Path) -> tuple[str, Optional[str]]:
     """The rules and options of the project TensorBoard was started in ([tool.advisor] in its
     pyproject.toml or setup.cfg), as `advisor analyze` run there reads them: a JSON string (part of
     the cache key, passed to the worker), and the reason when they could not be read."""
-    from ..engine import all_rules, select_rules
+    from .. import rules as catalog
     from ..errors import AdvisorError
     from ..settings import read_project_settings, validate_options
 
     try:
         project = read_project_settings(folder)
-        select_rules(project.select, project.ignore)
-        options = validate_options(project.options, {r.id: r for r in all_rules()})
+        catalog.select(project.select, project.ignore)
+        options = validate_options(project.options, {r.id: r for r in catalog.ALL})
     except AdvisorError as err:
         return json.dumps({}), str(err)
     return json.dumps({"select": project.select, "ignore": project.ignore, "options": options},

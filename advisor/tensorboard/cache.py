@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from .. import __version__
+from ..version import __version__
 from ..locate import RunFiles
 
 

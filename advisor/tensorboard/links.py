@@ -11,6 +11,7 @@ empty (../shared/XPROF_NOTES.md).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import urllib.parse
 from typing import Any, Iterator, Optional
 
@@ -18,8 +19,6 @@ OP_KEYS = ("instruction", "op", "op_name", "hlo_op")    # evidence keys whose va
 MODULE_KEYS = ("module", "step_module")
 TOOL_TITLES = {"trace_viewer": "trace viewer", "memory_viewer": "memory viewer", "graph_viewer": "graph viewer",
                "op_profile": "op profile", "hlo_stats": "HLO stats"}
-MEMORY_RULES = ("missing-remat", "float32-activations", "float32-attention-logits", "replicated-state",
-                "remat-too-broad", "unneeded-grad-accumulation", "missing-buffer-donation")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +48,15 @@ def _first(values: Iterator[str]) -> Optional[str]:
     return next(iter(values), None)
 
 
+@functools.lru_cache(maxsize=1)
+def _reads_buffers() -> frozenset[str]:
+    """The rules that read the buffers live at the memory peak (Rule.needs): the memory viewer shows them."""
+    from advisor import rules
+    from advisor.rule import readers
+
+    return frozenset(readers(rules.ALL)["buffers"])
+
+
 def profile_url(run: str, tool: str, host: Optional[str] = None, module: Optional[str] = None,
                 op: Optional[str] = None) -> str:
     """The TensorBoard URL (query and fragment) that opens the Profile plugin on this run and tool."""
@@ -73,7 +81,7 @@ def finding_links(finding: dict, run: str, hosts: list[str], step_module: Option
     named_host = _first(_walk(evidence, ("host",)))
     host = named_host if named_host in hosts else (hosts[0] if hosts else None)
     links = [Link("trace_viewer", profile_url(run, "trace_viewer", host), op)]
-    if finding.get("rule") in MEMORY_RULES or op:
+    if finding.get("rule") in _reads_buffers() or op:
         links.append(Link("memory_viewer", profile_url(run, "memory_viewer", host, module), op))
     if op and module:
         links.append(Link("graph_viewer", profile_url(run, "graph_viewer", host, module, op), None))

@@ -27,8 +27,7 @@ import weakref
 from pathlib import Path
 from typing import Optional
 
-from ..locate import XPLANE_SUFFIX, RunFiles
-from ..runner import MEMORY_PROFILE, RUN_METADATA, TRACING_PREFIX
+from ..locate import MEMORY_PROFILE, RUN_METADATA, TRACING_PREFIX, XPLANE_SUFFIX, RunFiles
 from .cache import key_of, stamp_of
 
 PROFILE_DIR = ("plugins", "profile")

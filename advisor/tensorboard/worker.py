@@ -30,14 +30,15 @@ def _say(**msg) -> None:
 
 
 def _job(settings: str):
-    from ..engine import Job, all_rules, select_rules
+    from .. import rules as catalog
+    from ..job import Job
     from ..settings import validate_options
 
     s = json.loads(settings)
     if not s:
         return Job()
-    rules = select_rules(s.get("select"), s.get("ignore") or ())     # select None: every rule; []: none
-    return Job(rules=tuple(rules), options=validate_options(s.get("options") or {}, {r.id: r for r in all_rules()}))
+    rules = catalog.select(s.get("select"), s.get("ignore") or ())     # select None: every rule; []: none
+    return Job(rules=tuple(rules), options=validate_options(s.get("options") or {}, {r.id: r for r in catalog.ALL}))
 
 
 def _unchanged(files, key: str, settings: str) -> None:
@@ -53,8 +54,10 @@ def _unchanged(files, key: str, settings: str) -> None:
 
 
 def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
+    import dataclasses
+
     from ..compare import metrics
-    from ..engine import run_job
+    from ..job import RunFailure, run_job
     from ..report.html import figures
     from ..units import mib
     from .runs import read_run
@@ -66,15 +69,15 @@ def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
     _unchanged(files, key, settings)
     hosts = len(run.hosts)
     _say(stage=f"reading the trace ({mib(run.size)}, {hosts} host{'s' if hosts > 1 else ''})")
-    result = run_job(files, _job(settings))[0]
-    if not hasattr(result, "profile"):        # a RunFailure: the run could not be read
+    result = run_job(files, dataclasses.replace(_job(settings), documents=True))[0]
+    if isinstance(result, RunFailure):        # the run could not be read
         doc, brief = {"failed": result.to_json()}, {"failed": True}
     else:
         _say(stage="drawing the charts")
-        run_doc = result.to_json()
-        doc = {"run": json.loads(json.dumps(run_doc, default=str)), "figures": figures(run_doc, result),
+        run_doc = result["run"]
+        doc = {"run": json.loads(json.dumps(run_doc, default=str)), "figures": figures(result),
                "metrics": metrics(result).to_json()}
-        brief = {"severities": [f.severity for f in result.findings], "partial": result.partial}
+        brief = {"severities": [f["severity"] for f in run_doc["findings"]], "partial": bool(run_doc["warnings"])}
     _unchanged(files, key, settings)      # a result, or a failure, of files that changed is not theirs
     _keep(key, doc, brief)
     return doc

@@ -1,6 +1,8 @@
 """Derived views of a loaded run, between `load/` and the rules and renderers.
 
-One module per view, each computed once per run from the `Profile` (never from files):
-`summary` (step time, memory, devices, collectives), `idle` (the device's idle time in the steps:
-host-bound, the efficiency verdict and `compare` read it), `efficiency`, `parallelism`.
+Every derived number is a view: `views.<name>.of(profile)`, computed once per run from the `Profile`
+and the settings the job bound to it (`bound.py`), never from files. `ops` (each op's work and
+bound), `peak` (the peaks utilizations divide by), `idle`, `efficiency` (with `basis`), `memory`,
+`step_time`, `parallelism` and `summary` (what `runs[].summary` holds). docs/architecture.md says
+where a new one goes.
 """

@@ -1,15 +1,9 @@
-"""How far the step is from the hardware (`runs[].summary.efficiency`): FLOPs and bytes of the step
-program's ops (from its HLO, counted once per program: advisor/load/hlo_cost.py), the rates they
-reach over their measured time, MFU and HFU against the device's peaks, a roofline bound per op,
-and the step's verdict (compute, memory, latency, host or communication).
-
-A derived view: computed once per run from the loaded `Profile`, read by the renderers, by
-`compare`/`check` and (its op rows) by the rules; it never reads files.
+"""How far the step is from the hardware (`runs[].summary.efficiency`, `views.efficiency.of(profile)`):
+the FLOPs and bytes of the step's ops (the ops view), the rates they reach over their measured time,
+MFU and HFU against the device's peaks (the peak view), a roofline bound per op, and the step's
+verdict (compute, memory, latency, host or communication), with what it rests on (basis.py).
 
 Conventions:
-- An op's work is its HLO instruction's cost times its executions: the program's executions
-  (counted from the ops that run once per execution) times the trip counts of the loops around
-  it, never once per kernel (an op that launches two kernels is counted once per execution).
 - Op time, categories and op rows are one device's (the mean over the devices that ran the
   program); `flops_per_step` and `bytes_per_step` are the whole step's, over every device.
 - MFU = model matmul FLOPs per step / (step time x devices x peak matmul FLOP/s for the matmul
@@ -25,178 +19,17 @@ Conventions:
 from __future__ import annotations
 
 import collections
-import dataclasses
-import socket
 from typing import Any, Optional
 
-from ..categories import categorize
-from ..model import Instruction, OpStat, Profile
-from ..peaks import Peak, UserPeaks, dtype_class, match_row, row_peak
+from ..model import Profile
+from ..peaks import Peak
 from ..units import sig, si
-from . import idle
+from . import idle, ops as ops_view, peak as peak_view
 from .basis import verdict_basis, with_basis
+from .bound import cached
+from .ops import LATENCY_NS, OpRow, bandwidth_roof, op_bound, roof_share, served_from_l2
 
-LATENCY_NS = 5_000.0          # an op execution shorter than this cannot reach either roof (launch latency)
 TOP_OPS = 60                  # op rows kept in the JSON (by time) for the roofline chart
-_REMAT = "rematted_computation"
-
-
-@dataclasses.dataclass
-class OpRow:
-    """One op of the step program on one device (the mean over devices): its measured time and the
-    work its HLO instruction does over that time."""
-    name: str
-    module: str
-    instruction: Instruction
-    category: str
-    time_ns: float                  # self time over the window
-    executions: float               # executions over the window
-    flops: Optional[float]          # over the window; None when the HLO does not say
-    transcendentals: float
-    bytes: float
-    remat: bool                     # recomputation added by remat
-
-    @property
-    def ns_per_execution(self) -> float:
-        return self.time_ns / self.executions if self.executions else self.time_ns
-
-    @property
-    def intensity(self) -> Optional[float]:
-        return self.flops / self.bytes if self.flops is not None and self.bytes > 0 else None
-
-    @property
-    def matmul(self) -> bool:
-        return self.instruction.is_matmul
-
-
-@dataclasses.dataclass
-class OpRows:
-    rows: list[OpRow]
-    executions: float               # executions of the step program per device over the window
-    devices: int                    # devices the program ran on
-    steps: int                      # steps the figures are over (0: the trace has none, figures over its window)
-
-
-def _devices_of(profile: Profile, ops: list[OpStat]) -> int:
-    planes = {o.device for o in ops}
-    if planes and planes != {""}:
-        return len(planes)
-    return max(1, len(profile.hosts[0].devices)) if profile.hosts else 1
-
-
-def op_rows(profile: Profile) -> Optional[OpRows]:
-    """The step program's ops with their work, or None without a step program or its HLO (cached on
-    the profile: rules and the view read the same rows)."""
-    if "op_rows" not in profile.views:
-        profile.views["op_rows"] = _op_rows(profile)
-    return profile.views["op_rows"]
-
-
-def _op_rows(profile: Profile) -> Optional[OpRows]:
-    """Every op of every program with HLO that ran in the window (the step program and any other the
-    steps ran, e.g. an optimizer update jitted apart), each program's executions counted from its ops."""
-    if profile.modules.get(profile.step_module or "") is None:
-        return None
-    by_module: dict[str, list[OpStat]] = collections.defaultdict(list)
-    for o in profile.ops:
-        if o.module in profile.modules:
-            by_module[o.module].append(o)
-    devices = _devices_of(profile, [o for ops in by_module.values() for o in ops])
-    rows, step_executions = [], 0.0
-    for key, ops in by_module.items():
-        executions, module_rows = _module_rows(profile.modules[key], ops, devices, len(profile.steps))
-        rows.extend(module_rows)
-        if key == profile.step_module:
-            step_executions = executions
-    rows.sort(key=lambda r: -r.time_ns)
-    return OpRows(rows, step_executions, devices, len(profile.steps))
-
-
-def _module_rows(module, ops: list[OpStat], devices: int, steps: int) -> tuple[float, list[OpRow]]:
-    time: dict[str, float] = collections.defaultdict(float)
-    count: dict[str, int] = collections.defaultdict(int)
-    for o in ops:
-        time[o.name] += o.self_ns
-        count[o.name] += o.count
-    # the program's executions: the usual count of the ops that run once per execution (an op that
-    # launches several kernels counts more, one the trace missed less)
-    once = [count[n] / devices for n in count
-            if (i := module.instructions.get(n)) is not None and i.runs == 1.0 and i.cost is not None]
-    executions = collections.Counter(once).most_common(1)[0][0] if once else float(steps or 1)
-    rows = []
-    for name, ns in time.items():
-        ins = module.instructions.get(name)
-        if ins is None or ins.cost is None or ins.opcode in ("while", "call", "conditional"):
-            continue
-        runs = ins.runs * executions if ins.runs is not None else count[name] / devices
-        cost = ins.cost
-        rows.append(OpRow(name=name, module=module.key, instruction=ins, category=categorize(ins, name), time_ns=ns / devices,
-                          executions=runs, flops=cost.flops * runs if cost.flops is not None else None,
-                          transcendentals=cost.transcendentals * runs, bytes=cost.bytes * runs,
-                          remat=_REMAT in ins.op_name))
-    return executions, rows
-
-
-def matmul_dtype(rows: list[OpRow]) -> str:
-    """The operand dtype of most matmul FLOPs ("" without matmuls)."""
-    by_dtype: dict[str, float] = collections.defaultdict(float)
-    for r in rows:
-        if r.matmul and r.flops:
-            by_dtype[r.instruction.matmul_dtype or r.instruction.dtype] += r.flops
-    return max(by_dtype, key=by_dtype.get) if by_dtype else ""
-
-
-def device_peak(profile: Profile, dtype: str, user: Optional[UserPeaks] = None) -> tuple[Optional[Peak], str]:
-    """The peaks to measure against and, when there are none, why."""
-    dtype = dtype or "f32"
-    row, trace_peak = None, None
-    active = profile.active_devices or profile.devices
-    if active:
-        d = active[0]
-        row = match_row(d.description, d.vendor, d.compute_capability, d.core_count, d.memory_bytes, d.clock_mhz)
-        if d.peak_flops_per_s or d.peak_bytes_per_s:
-            trace_peak = Peak(d.description, dtype_class(dtype), d.peak_flops_per_s, d.peak_bytes_per_s,
-                              "the trace's own device peak stats")
-    elif profile.backend != "cpu":
-        row = match_row(profile.device_name)
-    base = trace_peak or (row_peak(row, dtype) if row else None)
-    not_used = ""
-    if not user and base is None and profile.hosts:
-        from ..calibrate import for_trace
-
-        # advisor calibrate's figures, where the trace's run records the machine they were measured on
-        user, not_used = for_trace(profile.backend, profile.hosts[0].name, profile.run_metadata)
-    if user:
-        return user.over(base, socket.gethostname() if profile.backend == "cpu" else profile.device_name,
-                         dtype_class(dtype)), ""
-    if base is not None:
-        return base, ""
-    if not_used:
-        return None, f"no peak: {not_used}"
-    if profile.backend == "cpu":
-        return None, ("no peak for a CPU host: pass --peak-flops and --peak-bandwidth, or measure this host "
-                      "with `advisor calibrate`")
-    return None, (f"no peak known for {profile.device_name or 'this device'}: pass --peak-flops and "
-                  "--peak-bandwidth")
-
-
-def op_bound(row: OpRow, peak: Optional[Peak]) -> Optional[str]:
-    if row.instruction.collective:
-        return "communication"      # judged by its exposed time (the devices' activity), not by a roofline
-    if row.ns_per_execution < LATENCY_NS:
-        return "latency"
-    if peak is None or not peak.flops_per_s or not peak.bytes_per_s:
-        return None
-    if row.flops is None:
-        return None
-    intensity = row.flops / row.bytes if row.bytes > 0 else float("inf")
-    return "compute" if intensity >= peak.flops_per_s / bandwidth_roof(row, peak) else "memory"
-
-
-def bandwidth_roof(row: OpRow, peak: Peak) -> Optional[float]:
-    """The bandwidth the op can reach: the peak's, or with advisor calibrate's cache and DRAM roofs, the
-    fastest of a level its working set (the bytes one execution moves) fits in."""
-    return peak.bandwidth_for(row.bytes / row.executions if row.executions else row.bytes)
 
 
 def _mean_roof(rows: list[OpRow], peak: Optional[Peak]) -> Optional[float]:
@@ -218,15 +51,20 @@ def _round(x: Optional[float], digits: int = 4) -> Optional[float]:
     return None if x is None else float(f"{x:.{digits}g}")
 
 
-def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[dict[str, Any]]:
+def of(profile: Profile) -> Optional[dict[str, Any]]:
     """summary.efficiency, or None when the step program's HLO is not in the trace."""
-    ops = op_rows(profile)
+    return cached(profile, "efficiency", _build)
+
+
+def _build(profile: Profile) -> Optional[dict[str, Any]]:
+    ops = ops_view.of(profile)
     if ops is None:
         return None
     rows, steps, devices = ops.rows, ops.steps, ops.devices
     notes: list[str] = []
-    dtype = matmul_dtype(rows)
-    peak, why = device_peak(profile, dtype, user)
+    peaks = peak_view.of(profile)
+    dtype = peaks.step_dtype
+    peak, why = peaks.step
     if why:
         notes.append(why)
     bounds = {id(r): op_bound(r, peak) for r in rows}
@@ -346,23 +184,6 @@ def efficiency(profile: Profile, user: Optional[UserPeaks] = None) -> Optional[d
         "ops": [_op_json(r, bounds[id(r)], peak, per, id(r) in l2) for r in rows[:TOP_OPS]],
         "notes": notes,
     }
-
-
-def roof_share(r: OpRow, peak: Optional[Peak]) -> Optional[float]:
-    """The op's time at its roof over its measured time: how close it runs to what the peaks allow at
-    its intensity (None without both peaks, FLOPs or time; above 1 means a peak that cannot be right)."""
-    if peak is None or not peak.flops_per_s or not peak.bytes_per_s or r.flops is None or r.time_ns <= 0:
-        return None
-    at_roof_s = max(r.flops / peak.flops_per_s, r.bytes / bandwidth_roof(r, peak))
-    return at_roof_s / (r.time_ns / 1e9)
-
-
-def served_from_l2(r: OpRow, peak: Optional[Peak]) -> bool:
-    """Whether the op moves its bytes faster than the HBM peak allows while one execution's traffic
-    fits in the device's L2: its data was on chip (just written by the op before), not in HBM."""
-    if peak is None or not peak.bytes_per_s or not peak.l2_bytes or r.time_ns <= 0 or not r.executions:
-        return False
-    return r.bytes / (r.time_ns / 1e9) > peak.bytes_per_s and r.bytes / r.executions <= peak.l2_bytes
 
 
 def _op_json(r: OpRow, bound: Optional[str], peak: Optional[Peak], per: int = 1, l2: bool = False) -> dict[str, Any]:

@@ -20,8 +20,8 @@ import dataclasses
 from typing import Optional
 
 from ..model import Profile, Step, overlap_ns
+from .bound import MIN_IDLE_SHARE as MIN_SHARE, cached, settings
 
-MIN_SHARE = 0.2      # idle this share of the steps or more is host-bound (host-bound's min_idle_share default)
 LAUNCH_GAP_NS = 20_000.0    # on a GPU, a gap this short between kernels is the launch of the next one
 CACHE_HIT_NS = 1e6   # a Python-side "compile" this short, with no backend compile in it, found the program cached
 
@@ -60,13 +60,10 @@ class Idle:
         return self.idle_ns / len(self.steps) if self.steps else 0.0
 
 
-def of(profile: Profile, min_share: Optional[float] = None) -> Optional[Idle]:
-    """The view for `profile`, computed on first use and kept on it; None without steps or busy time.
-    The engine computes it first, with host-bound's `min_idle_share` if the user set one."""
-    views = profile.views
-    if "idle" not in views:
-        views["idle"] = build(profile, MIN_SHARE if min_share is None else min_share)
-    return views["idle"]
+def of(profile: Profile) -> Optional[Idle]:
+    """The idle time in the steps; None without steps or busy time. Host-bound from the bound
+    settings' min_idle_share (the host-bound rule's option, where the user set it)."""
+    return cached(profile, "idle", lambda p: build(p, settings(p).min_idle_share))
 
 
 def build(profile: Profile, min_share: float = MIN_SHARE) -> Optional[Idle]:

@@ -1,15 +1,14 @@
-"""The run's summary (`runs[].summary`): step time, op time, peak memory, devices and collectives.
-
-A derived view: computed once per run from the loaded `Profile`, read by the renderers and by
-`compare`/`check`; it never reads files.
+"""The run's summary (`runs[].summary`, `views.summary.of(profile)`): step time, op time, peak memory,
+devices and collectives, and the views the report shows beside them (parallelism, efficiency).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
-from .. import __version__
 from ..model import Profile, overlap_ns
-from . import parallelism
+from ..version import __version__
+from . import efficiency, memory, parallelism
+from .bound import cached
 
 
 def _device_summary(d, steps) -> dict[str, Any]:
@@ -103,28 +102,19 @@ def collective_entries(profile: Profile) -> list[dict[str, Any]]:
     return sorted(out, key=lambda c: -c["time_ms"])
 
 
-def peak_memory(profile: Profile) -> tuple[Optional[int], Optional[str]]:
-    """(bytes, where from): the one definition of peak memory analyze, compare and check share.
-
-    XLA's buffer assignment of the step program where the trace has it, else the device
-    allocator that held the most bytes during the trace (GPU/TPU), else unknown.
-    """
-    if profile.memory:
-        return profile.memory.peak_bytes, f"XLA buffer assignment of {profile.memory.module}"
-    device_allocators = [a for a in profile.allocators if a.allocator.startswith(("GPU_", "TPU_"))]
-    if device_allocators:
-        top = max(device_allocators, key=lambda a: a.peak_bytes)
-        return top.peak_bytes, f"allocator {top.allocator} (most bytes in use during the trace)"
-    return None, None
-
-
 def _steps_from(steps) -> str:
     if steps[0].device_timed:
         return "the device work each step annotation launched (the annotations end before it: the steps do not block)"
     return "step annotations" if steps[0].annotated else "executions of the step program"
 
 
-def summarize(profile: Profile) -> dict[str, Any]:
+def of(profile: Profile) -> dict[str, Any]:
+    return cached(profile, "summary", _build)
+
+
+def _build(profile: Profile) -> dict[str, Any]:
+    from ..sources import shown
+
     steps = profile.steps
     meta = profile.run_metadata
     step_ns = profile.step_time_ns
@@ -139,8 +129,8 @@ def summarize(profile: Profile) -> dict[str, Any]:
         "op_time_per_step_ms": round(profile.op_time_ns(profile.step_module) / max(len(steps), 1)
                                      / max(1, len(profile.hosts[0].devices) if profile.hosts else 1) / 1e6, 3)
         if profile.step_module else None,
-        "peak_memory_bytes": peak_memory(profile)[0],
-        "peak_memory_source": peak_memory(profile)[1],
+        "peak_memory_bytes": memory.of(profile).peak_bytes,
+        "peak_memory_source": memory.of(profile).source,
         "device_capacity_bytes": profile.device_capacity_bytes,
         "modules": len(profile.modules),
         "advisor_version": __version__,
@@ -157,9 +147,10 @@ def summarize(profile: Profile) -> dict[str, Any]:
                               "lifetime_peak_bytes": a.lifetime_peak_bytes, "events": a.events}
                              for a in profile.allocators]
     if profile.device_memory_profile:
+        ours = bool(isinstance(meta, dict) and meta.get("workload"))    # advisor's own file by its package path
         out["device_memory_profile"] = [
             {"kind": e.kind, "device": e.device, "bytes": e.bytes, "count": e.count,
-             "largest_sites": [{"site": site, "bytes": b} for site, b in e.sites]}
+             "largest_sites": [{"site": shown(site, ours), "bytes": b} for site, b in e.sites]}
             for e in profile.device_memory_profile]
     view = parallelism.of(profile)
     if view is not None:
@@ -171,4 +162,5 @@ def summarize(profile: Profile) -> dict[str, Any]:
         if meta.get("workload"):       # what this run set beyond its preset: how its label names it
             from ..run_label import settings
             out["run"]["settings"] = settings(meta)
+    out["efficiency"] = efficiency.of(profile)
     return out
