@@ -121,7 +121,35 @@ def test_verify_before_after_and_device_charts(report):
     assert "verify of scan-dynamic-update-slice: improved" in text and "150.2" in text
     assert text.count("<svg") == report.to_html().count("<svg") + 1
     gpu = advisor.analyze(ROOT / "fixtures" / "gpu_h2d_idle").to_html()
-    assert "idle in steps" in gpu and "/device:GPU:0: time by category" in gpu
+    assert "idle in the steps" in gpu and "/device:GPU:0: time by category, in the traced window" in gpu
+    # the after bar is green only where it is lower: step time better (green), memory worse (red)
+    verified.runs[0].findings[0].verified["peak_memory_bytes"] = [120000000, 122202841]
+    text = verified.to_html()
+    at = text.index("verify of scan-dynamic-update-slice")
+    section = text[text.rfind("<svg", 0, at):at]
+    assert "#27ae60" in section and "#c0392b" in section
+    worse = copy.deepcopy(verified)
+    worse.runs[0].findings[0].verified["step_time_ms"] = [150.2, 205.8]
+    page = worse.to_html()
+    at = page.index("verify of scan-dynamic-update-slice")
+    assert "#27ae60" not in page[page.rfind("<svg", 0, at):at]
+
+
+def test_a_verdict_and_an_expected_gain_read_as_in_the_text_report():
+    """The verdict's `advisor calibrate` is code, not raw backticks; the expected gain is the text's,
+    with no figure appended to it (a finding read 'about 76.3 MiB less ... (76.6 MiB)')."""
+    from advisor.report.html import _finding, run_section
+
+    doc = {"path": "r", "backend": "cpu", "device": "cpu", "findings": [], "notes": [], "warnings": [],
+           "rules": {"ran": ["host-bound"]},
+           "summary": {"step_time_ms": 1.0, "steps": 1, "efficiency": {"verdict": "unknown: run `advisor calibrate`"}}}
+    page = run_section(doc, [])
+    assert "<code>advisor calibrate</code>" in page and "`" not in page
+    finding = {"rule": "missing-remat", "severity": "info", "title": "t", "evidence": {"big": 12345678.0},
+               "recommendation": {"text": "x", "cost": "c", "expected": {"text": "about 76.3 MiB less peak memory",
+                                                                         "saving": 80000000, "unit": "bytes"}}}
+    html = _finding(finding)
+    assert "about 76.3 MiB less peak memory</dd>" in html and "12,350,000" in html and "e+07" not in html
 
 
 def test_rendering_leaves_the_users_matplotlib_settings_alone(report):

@@ -9,7 +9,7 @@ import json
 from typing import Any, Optional
 
 from ..run_label import from_summary, label
-from ..units import mib
+from ..units import mib, sig
 from . import charts, coverage, efficiency_html, escape, json_report
 from .charts import STYLE
 
@@ -52,7 +52,7 @@ def _prose(text: str) -> str:
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
-        return f"{v:,.4g}"
+        return sig(v, 4)        # 12,345,678 where :.4g wrote 1.235e+07
     if isinstance(v, (list, dict)):
         text = json.dumps(v, default=str)
         return text if len(text) < 300 else text[:297] + "…"
@@ -62,8 +62,6 @@ def _fmt(v: Any) -> str:
 def _finding(f: dict, extra: str = "") -> str:
     rec = f["recommendation"]
     exp = rec["expected"]
-    saving = ("" if not exp.get("saving") else
-              f" ({mib(exp['saving'])})" if exp.get("unit") == "bytes" else f" ({exp['saving']:,.2f} {exp['unit']})")
     evidence = "".join(f"<dt>{_e(k)}</dt><dd>{_e(_fmt(v))}</dd>" for k, v in f["evidence"].items())
     from ..memory_plan import as_overrides
     config = "".join(f"<code>--set {_e(o)}</code> " for o in as_overrides(rec.get("config") or {}))
@@ -71,7 +69,7 @@ def _finding(f: dict, extra: str = "") -> str:
            f'<h3><span class="sev">{_e(f["severity"])}</span> <code>{_e(f["rule"])}</code> {_e(f["title"])}</h3>',
            "<dl>",
            f"<dt>recommendation</dt><dd>{_prose(rec['text'])} {config}</dd>",
-           f"<dt>expected gain</dt><dd>{_prose(exp['text'])}{_e(saving)}</dd>",
+           f"<dt>expected gain</dt><dd>{_prose(exp['text'])}</dd>",     # the text has the figure (as the CLI's)
            f"<dt>cost</dt><dd>{_prose(rec['cost'])}</dd>",
            f"<dt>checked</dt><dd>{_e(rec.get('checked', 'estimated'))}: {_prose(rec.get('check', ''))}</dd>",
            f"<dt>source</dt><dd>{'<code>' + _e(f['source']) + '</code>' if f.get('source') else 'not in the trace'}</dd>",
@@ -92,7 +90,11 @@ def _verified(rule: str, v: dict) -> str:
     fig.clear()
     for i, (name, before, after) in enumerate(rows):
         ax = fig.add_subplot(1, 2, i + 1)
-        ax.bar(["before", "after"], [before or 0, after or 0], color=["#9aa5b1", "#27ae60"])
+        # lower is better for both: the after bar green only where it is lower, red where higher
+        worse = before is not None and after is not None and after > before
+        better = before is not None and after is not None and after < before
+        ax.bar(["before", "after"], [before or 0, after or 0],
+               color=["#9aa5b1", "#27ae60" if better else "#c0392b" if worse else "#9aa5b1"])
         ax.set_title(escape.mathtext(name), fontsize=9)
     verdict = "improved" if v.get("improved") else "not improved"
     return charts.chart(charts.svg(fig), charts.table(["measure", "before", "after"], rows, f"verify of {rule}: {verdict}"),
@@ -117,11 +119,12 @@ def _figures(doc: dict, views: Optional[dict]) -> list[str]:
     for d in s.get("devices", []):
         if "busy_in_steps_ms" in d:
             cats = d["time_by_category_ms"]
-            svg = charts.barh(list(cats), list(cats.values()), "ms in the trace", f"{d['name']}: time by category")
+            svg = charts.barh(list(cats), list(cats.values()), "ms in the traced window", f"{d['name']}: time by category, in the traced window")
             out.append(charts.chart(svg, charts.table(["category", "ms"], [[k, v] for k, v in cats.items()]
-                                          + [["busy in steps", d["busy_in_steps_ms"]],
-                                             ["idle in steps", d["idle_in_steps_ms"]]],
-                                          f"{d['name']}: op time by category and idle time"), d["name"]))
+                                          + [["busy in the steps", d["busy_in_steps_ms"]],
+                                             ["idle in the steps", d["idle_in_steps_ms"]]],
+                                          f"{d['name']}: op time by category and idle time, in ms over the "
+                                          "traced window"), d["name"]))
     return out
 
 
@@ -146,7 +149,7 @@ def run_section(doc: dict, charts: list[str], finding_extra=None) -> str:
            + "</div>"]
     verdict = (s.get("efficiency") or {}).get("verdict")     # the step's verdict, where it was measured
     if verdict:
-        out.append(f'<p class="verdict"><b>verdict</b> {_e(verdict)}</p>')
+        out.append(f'<p class="verdict"><b>verdict</b> {_prose(verdict)}</p>')
     out.append("<h2>Findings</h2>")
     out += ([_finding(f, finding_extra(f) if finding_extra else "") for f in doc["findings"]]
             or ([] if coverage.summary(doc) else [f"<p>{_e(coverage.NO_RULE_RAN)}</p>" if not (doc.get("rules") or {}).get("ran")
