@@ -17,36 +17,15 @@ from rich.console import Console
 
 from .version import __version__
 from .engine import ENGINES
-from .errors import EXIT_SOME_RUNS_FAILED, EXIT_USAGE, AdvisorError, os_error_line
+from .bad_input import Group, user_errors
+from .errors import EXIT_SOME_RUNS_FAILED, AdvisorError
 from .outputs import refuse_overwrite, write_text
 from .report import layout
-from .report.escape import github_commands_off, terminal, visible
+from .report.escape import github_commands_off, terminal
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 SET_HELP = ("Override a config key, e.g. --set model.scan_layers=false, --set model.remat=MLP+Attn (a set: its "
             "items joined by '+', none for the empty set) (repeatable).")
-
-
-def _fail(message: str) -> None:
-    click.echo(f"advisor: error: {visible(message)}", err=True)
-    sys.exit(EXIT_USAGE)
-
-
-def user_errors(fn):
-    """Turn the errors a user can cause into one line on stderr and exit code 2."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from advisor.workloads.config import ConfigError
-        try:
-            return fn(*args, **kwargs)
-        except (AdvisorError, ConfigError) as err:
-            _fail(str(err))
-        except OSError as err:
-            _fail(os_error_line(err))
-        except KeyboardInterrupt:
-            from .cleanup import interrupted
-            interrupted()
-    return wrapper
 
 
 def cache_option(fn):
@@ -122,28 +101,7 @@ def _progress(enabled: bool):
     return lambda msg: _err.print(terminal("advisor:", "dim") + " " + terminal(msg))
 
 
-class _Group(click.Group):
-    """The command group whose usage errors (an unknown option, a bad choice, a missing argument) are
-    bad input like any other: one line on stderr and exit 2, where click prints usage and a hint."""
-
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
-        try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.UsageError as err:
-            where = err.ctx.command_path if err.ctx is not None else prog_name or "advisor"
-            _fail(f"{err.format_message().rstrip('.')}: see '{where} --help'")
-        except click.ClickException as err:
-            err.show()
-            sys.exit(err.exit_code)
-        except click.Abort:
-            click.echo("advisor: aborted", err=True)
-            sys.exit(1)
-        sys.exit(code if isinstance(code, int) else 0)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="advisor")
 def main():
     """Diagnose JAX/Flax training steps from their profiler traces.
