@@ -3,10 +3,11 @@
 ## What it does
 Finds the copies between host and device inside the profiled steps: memcpy events on the
 GPU's streams (with their sizes from CUPTI's `memcpy_details`), or the PjRt client's
-`H2D Dispatch` on the CPU backend (where the trace records no size). It fires when every
-step copies, and the copies are large or take a material share of step time. Copies are
-matched to steps by count and size, not by each step's window: with asynchronous dispatch
-the host runs ahead and step i's copy often lands in an earlier step's window.
+`H2D Dispatch` on the CPU backend (where the trace records no size). It fires when the
+steps copy (more than half of them: a recording can miss one step's copy), and the copies are
+large or take a material share of step time. Copies are matched to steps by count and size,
+not by each step's window: with asynchronous dispatch the host runs ahead and step i's copy
+often lands in an earlier step's window.
 
 ## Why is this bad?
 A NumPy batch, or any host value passed to a jitted step, is copied to the device on every
@@ -58,12 +59,13 @@ def check(profile: Profile, min_share: float = 0.05, min_bytes_per_step: int = 1
         return
     kinds = sorted({t.kind for t in in_steps})
     size_text = f", {mib(bytes_per_step)} per step" if bytes_per_step is not None else \
-        " (the CPU trace records no sizes)"
+        "; the CPU trace records no sizes"
     cpu = profile.backend == "cpu"
+    when = "every step" if len(in_steps) >= len(steps) else f"in most steps ({len(in_steps)} copies in {len(steps)} steps)"
     yield Finding(
         rule=RULE.id,
         severity="info" if cpu else RULE.severity,
-        title=f"{'/'.join(kinds)} copies every step take {pct(share)} of step time "
+        title=f"{'/'.join(kinds)} copies {when} take {pct(share)} of step time "
               f"({ms(time_ns / len(steps))} per step{size_text})",
         evidence={
             "copies_per_step": round(len(in_steps) / len(steps), 2),
@@ -85,15 +87,18 @@ def check(profile: Profile, min_share: float = 0.05, min_bytes_per_step: int = 1
 
 
 def recurring(copies: list, steps: int) -> list:
-    """The copies that recur once per step, matched by count and size rather than by step window:
+    """The copies that recur in most steps, matched by count and size rather than by step window:
     with asynchronous dispatch the host runs ahead, so step i's copy often lands in an earlier
-    step's window. Copies of a size seen at least once per step (all of them where the trace
-    records no sizes, as on CPU) count; none if fewer copies than steps."""
+    step's window. Copies of a size seen in more than half the steps (all of them where the trace
+    records no sizes, as on CPU) count: a recording can lack one step's copy (a plain NumPy batch
+    per step recorded 13 ms copies in 3 of its 4 steps, and none was reported), while a one-off
+    copy (the initial parameters) stays out. None if fewer copies than that."""
+    most = steps // 2 + 1
     by_size: dict = {}
     for t in copies:
         by_size.setdefault(t.bytes, []).append(t)
-    out = [t for group in by_size.values() if len(group) >= steps for t in group]
-    return out if len(out) >= steps else []
+    out = [t for group in by_size.values() if len(group) >= most for t in group]
+    return out if len(out) >= most else []
 
 
 RULE = Rule(

@@ -213,3 +213,17 @@ def test_unrolling_s_gain_is_a_bound_only_where_a_rerun_has_held_it():
     for name in ("transformer_scan", "gpu_scan"):
         for f in analyze_json(FIXTURES / name)["runs"][0]["findings"]:
             assert "(more step time)" not in f["recommendation"]["cost"], (name, f["rule"])
+
+
+def test_copies_in_most_steps_recur_and_a_one_off_copy_does_not():
+    """A NumPy batch per step recorded its 13 ms copy in 3 of 4 steps (the fourth has none in the
+    trace): the copies recur. The initial parameters' one copy in a 4-step window does not."""
+    from advisor.model import Transfer
+    from advisor.rules.host_device_transfer import recurring
+
+    def copies(n, nbytes=None):
+        return [Transfer("H2D", 23e6 * i, 13e6, nbytes, "cpu:0") for i in range(n)]
+
+    assert len(recurring(copies(3), 4)) == 3
+    assert recurring(copies(2), 4) == [] and recurring(copies(1), 4) == []
+    assert len(recurring(copies(4, 2**25) + copies(1, 2**30), 4)) == 4    # the one-off size left out
