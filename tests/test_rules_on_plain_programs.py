@@ -109,7 +109,7 @@ def test_transfer_finding_is_info_on_cpu(traces):
     doc = analyze_json(traces["h2d"])
     (f,) = [f for f in doc["runs"][0]["findings"] if f["rule"] == "host-device-transfer"]
     assert f["severity"] == ("info" if doc["runs"][0]["backend"] == "cpu" else "warning")
-    assert f["evidence"]["copies_per_step"] >= 1
+    assert f["evidence"]["copies_per_step"] > 0.5      # in most steps (a recording can lack one step's copy)
 
 
 def test_steps_without_annotations_come_from_executions(traces):
