@@ -1,5 +1,7 @@
 """Formatting of measured quantities, with their units."""
 
+import math
+
 MIB = 1024 * 1024
 
 
@@ -40,8 +42,6 @@ def si(x: float, unit: str) -> str:
 def sig(x: float, digits: int = 3) -> str:
     """A plain number to `digits` significant digits, with separators and never an exponent:
     2734.2 -> 2,730; 0.98712 -> 0.987; 38012.4 -> 38,000; 2.2 -> 2.2 (where :.3g writes 2.73e+03, 3.8e+04)."""
-    import math
-
     if x == 0 or not math.isfinite(x):
         return f"{x:g}"
     places = digits - 1 - math.floor(math.log10(abs(x)))

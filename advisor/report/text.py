@@ -147,7 +147,7 @@ def _verified(doc: dict, console: Console) -> None:
             continue
         st = v["step_time_ms"]
         pm = v["peak_memory_bytes"]
-        step = f"{st[0]:.1f} -> {st[1]:,.1f} ms (x{v['step_time_ratio']:.2f}, noise {v['step_time_noise']:.0%})"
+        step = f"{st[0]:,.1f} -> {st[1]:,.1f} ms (x{v['step_time_ratio']:.2f}, noise {v['step_time_noise']:.0%})"
         req = v.get("compiled_required_bytes") or [None, None]
         peak = (f"{mib(pm[0])} -> {mib(pm[1])} (x{v['peak_memory_ratio']:.2f})" if pm[0] and pm[1]
                 else f"{mib(req[0])} -> {mib(req[1])} (compiled)" if req[0] and req[1] else "n/a")
