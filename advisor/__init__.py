@@ -10,6 +10,13 @@
 
 from .version import __version__  # noqa: E402
 from .api import Plan, Report, Trace, analyze, preflight, trace  # noqa: E402  (api imports jax lazily)
-from .verification import Check, verify  # noqa: E402
+
+
+def __getattr__(name: str):
+    # verify compiles programs with jax: its module is read when asked for, not by every `advisor analyze`
+    if name in ("Check", "verify"):
+        from . import verification
+        return getattr(verification, name)
+    raise AttributeError(f"module 'advisor' has no attribute {name!r}")
 
 __all__ = ["analyze", "trace", "preflight", "verify", "Report", "Trace", "Plan", "Check", "__version__"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Callable, Iterator, Mapping
 from typing import Optional
 
 CONTROL_FLOW = frozenset({"while", "conditional", "call", "async-start", "async-done"})
@@ -85,7 +86,7 @@ class Instruction:
     loop: str = ""                      # the innermost while instruction whose body runs this one
     # One execution's work (advisor/load/hlo_cost.py): flops None where the HLO does not say (a
     # custom call other than a GEMM); None for instructions that do not run as ops (fused ones).
-    cost: Optional["Cost"] = None
+    cost: Optional[Cost] = None
     runs: Optional[float] = None        # executions per execution of its program (loop trip counts); None unknown
     matmul_dims: tuple[int, ...] = ()   # dots, GEMM calls, fusions around a dot: (batch, M, N, K)
     changes_layout: bool = False        # a transpose, a copy into another layout, or a fusion of only those
@@ -137,6 +138,94 @@ class Instruction:
         return self.opcode == "custom-call" and (target.startswith("__cudnn$fmha") or target.startswith("te_fused_attn_"))
 
 
+class Instructions(Mapping):
+    """Every instruction of a module, by name. Those of the computations that run as ops (the
+    entry, loop bodies, called and branch computations) are built when the module is read; those
+    inside fusions and reducers, most of a GPU module's and read by few rules, on first need: a
+    name looked up that is one of theirs, or a walk over all of them (in the module's order).
+    `op_names`, `dtypes`, `collectives` and `in_loops` answer from what the reader noted of them
+    without building them."""
+
+    def __init__(self, ops: dict, rest: Optional[InstructionsRest] = None):
+        self.ops = ops
+        self._rest = rest
+        self._all = ops if rest is None else None
+
+    @property
+    def built(self) -> bool:
+        """Every instruction is built (those inside fusions too)."""
+        return self._all is not None
+
+    def complete(self) -> dict:
+        if self._all is None:
+            self._all = self._rest.build()
+            self._rest = None       # and the module's proto it held
+        return self._all
+
+    def __repr__(self) -> str:
+        return f"Instructions({len(self.ops)} ops{'' if self.built else ', the fused ones not built yet'})"
+
+    def __getitem__(self, name: str) -> Instruction:
+        ins = self.ops.get(name)
+        if ins is not None:
+            return ins
+        if self._all is None and name in self._rest.names:
+            return self.complete()[name]
+        if self._all is not None:
+            return self._all[name]
+        raise KeyError(name)
+
+    def get(self, name, default=None):
+        ins = self.ops.get(name)
+        if ins is not None or (self._all is None and name not in self._rest.names):
+            return ins if ins is not None else default
+        return self.complete().get(name, default)
+
+    def __contains__(self, name) -> bool:
+        return name in self.ops or (name in self._rest.names if self._all is None else name in self._all)
+
+    def __iter__(self):
+        return iter(self.complete())
+
+    def __len__(self) -> int:
+        return len(self.complete())
+
+    def __reduce__(self):
+        return Instructions, (self.complete(),)
+
+    def op_names(self) -> Iterator[str]:
+        """Every instruction's op_name, in the module's order."""
+        return iter(self._rest.op_names) if self._all is None else (i.op_name for i in self._all.values())
+
+    def dtypes(self) -> set[str]:
+        """The dtypes of every instruction's result."""
+        if self._all is None:
+            return {i.dtype for i in self.ops.values()} | self._rest.dtypes
+        return {i.dtype for i in self._all.values()}
+
+    def collectives(self) -> list[Instruction]:
+        """The collective instructions (fusions seldom hold one: then all are built to find it)."""
+        every = self.ops if self._all is None and not self._rest.collectives else self.complete()
+        return [i for i in every.values() if i.collective]
+
+    def in_loops(self, opcode: str) -> Iterator[Instruction]:
+        """The instructions inside while loop bodies that are `opcode` or fusions of it (fused ones
+        built only when a loop runs a fusion of it)."""
+        every = self.ops if self._all is None and opcode not in self._rest.opcodes_in_loops else self.complete()
+        return (i for i in every.values() if i.in_loop_body and i.does(opcode))
+
+
+class InstructionsRest:
+    """What a module's reader noted of the instructions it has not built yet (those inside fusions
+    and reducers), and how to build them: `build()` gives every instruction in the module's order.
+    `op_names` are every instruction's, built or not, in that order."""
+
+    def __init__(self, build: Callable[[], dict], names: frozenset, op_names: list, dtypes: set,
+                 collectives: bool, opcodes_in_loops: frozenset):
+        self.build, self.names, self.op_names, self.dtypes = build, names, op_names, dtypes
+        self.collectives, self.opcodes_in_loops = collectives, opcodes_in_loops
+
+
 @dataclasses.dataclass(frozen=True)
 class Loop:
     """A while loop of an optimized module (a scan or fori_loop after lowering)."""
@@ -151,7 +240,7 @@ class HloModule:
     """The optimized module of one program (`name(program_id)` in xprof's terms)."""
     name: str
     program_id: int
-    instructions: dict[str, Instruction]
+    instructions: Instructions           # a plain dict given is wrapped
     aliased_parameters: frozenset[int]   # entry parameters aliased to an output (donated)
     parameter_bytes: dict[int, int]      # entry parameter number -> bytes
     output_bytes: int
@@ -169,6 +258,15 @@ class HloModule:
     parameter_dtypes: dict[int, str] = dataclasses.field(default_factory=dict)
     loops: dict[str, Loop] = dataclasses.field(default_factory=dict)     # by while instruction name
 
+    def __post_init__(self):
+        if not isinstance(self.instructions, Instructions):
+            self.instructions = Instructions(dict(self.instructions))
+
+    @property
+    def differentiates(self) -> bool:
+        """Some op is in a backward pass (JAX names them `transpose(...)`)."""
+        return any("transpose(" in n for n in self.instructions.op_names())
+
     def in_loop(self, loop: str, target: str) -> bool:
         """Whether the loop `loop` (an instruction's, "" outside loops) is `target` or nested in it."""
         seen = 0
@@ -181,7 +279,7 @@ class HloModule:
 
     def collectives(self) -> list[Instruction]:
         """The module's collective instructions (async `-done` halves left out: the `-start` carries them)."""
-        return [i for i in self.instructions.values() if i.collective and not i.opcode.endswith("-done")]
+        return [i for i in self.instructions.collectives() if not i.opcode.endswith("-done")]
 
     @property
     def key(self) -> str:

@@ -33,7 +33,7 @@ def parameter_shapes(profile: Profile) -> set[str]:
     shapes = {b.shape for b in profile.memory.buffers if b.group == "Parameter"} if profile.memory else set()
     module = profile.modules.get(profile.step_module or "")
     if module is not None:
-        shapes |= {i.shape for i in module.instructions.values()
+        shapes |= {i.shape for i in module.instructions.ops.values()     # main*: the entry, which runs as ops
                    if i.opcode == "parameter" and i.computation.startswith("main")}
     return shapes
 
@@ -90,7 +90,7 @@ def activations(profile: Profile, saved_only: bool = False) -> list[Buffer]:
 def is_training_step(profile: Profile) -> bool:
     """The step program differentiates something (JAX names backward ops `transpose(...)`)."""
     module = profile.modules.get(profile.step_module or "")
-    return bool(module) and any("transpose(" in i.op_name for i in module.instructions.values())
+    return bool(module) and module.differentiates
 
 
 def last_dim(shape: str) -> int:
@@ -135,7 +135,7 @@ def kept_by_remat(buffers) -> int:
 def requests_bfloat16(profile: Profile) -> bool:
     """The step program computes something in bfloat16 (it has bf16 instructions)."""
     module = profile.modules.get(profile.step_module or "")
-    return bool(module) and any(i.dtype == "bf16" for i in module.instructions.values())
+    return bool(module) and "bf16" in module.instructions.dtypes()
 
 
 def steps_total_ns(profile: Profile) -> float:
@@ -204,7 +204,7 @@ def heterogeneous_layers(profile: Profile, min_bytes: int = 1 << 20) -> bool:
     if module is None:
         return False
     groups: dict[tuple, list] = {}
-    for ins in module.instructions.values():
+    for ins in module.instructions.ops.values():       # main*: the entry, which runs as ops
         if (ins.source is None or ins.bytes < min_bytes or len(ins.dims) < 2 or is_backward(ins.op_name)
                 or not ins.computation.startswith("main") or not _layer_op(ins)):
             continue

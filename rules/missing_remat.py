@@ -73,8 +73,7 @@ def scanned(profile: Profile, acts) -> bool:
     """The layers run in a scan: a loop body stacks buffers shaped like the activations."""
     module = profile.modules[profile.step_module]
     shapes = {b.shape for b in acts}
-    return any(i.in_loop_body and i.does("dynamic-update-slice") and i.shape in shapes
-               for i in module.instructions.values())
+    return any(i.shape in shapes for i in module.instructions.in_loops("dynamic-update-slice"))
 
 
 def estimate(profile: Profile, acts, in_scan: bool) -> int:

@@ -53,10 +53,10 @@ def _broad_scopes(profile: Profile) -> dict[str, list[str]]:
     if module is None:
         return {}
     inner: dict[tuple[str, str], set[str]] = collections.defaultdict(set)
-    for ins in module.instructions.values():
-        if "dot_general" not in ins.op_name or _MARK not in ins.op_name:
+    for op_name in module.instructions.op_names():
+        if "dot_general" not in op_name or _MARK not in op_name:
             continue
-        parts = ins.op_name.split(_MARK, 1)[1].split("/")
+        parts = op_name.split(_MARK, 1)[1].split("/")
         if len(parts) >= 4:
             inner[(parts[0], parts[1])].add(parts[2])
     children = collections.defaultdict(list)

@@ -8,9 +8,17 @@ import re
 import sysconfig
 from typing import Optional
 
-from ..model import HloModule, Instruction, Loop, SourceLine, collective_kind
+from ..model import (
+    HloModule,
+    Instruction,
+    Instructions,
+    InstructionsRest,
+    Loop,
+    SourceLine,
+    collective_kind,
+)
 from .element_types import ELEMENT_TYPES, TUPLE
-from .hlo_cost import module_cost
+from .hlo_cost import ModuleCost
 from .hlo_proto import HloProto
 
 # Frames in these packages are the libraries', not the user's: attribution skips them.
@@ -59,27 +67,20 @@ class _Frames:
         return None
 
 
-def parse_module(data: bytes, program_id: int) -> HloModule:
-    proto = HloProto()
-    proto.ParseFromString(data)
-    mod = proto.hlo_module
-    comps = {c.id: c for c in mod.computations}
-    frames = _Frames(mod.stack_frame_index)
+class _Builder:
+    """Instructions of the module's computations, a computation at a time."""
 
-    calls = {cid: {k for i in c.instructions for k in i.called_computation_ids} for cid, c in comps.items()}
-    loop_comps = _loop_computations(comps, calls)
-    loops, enclosing = _loops(comps, calls)
-    accumulation = _accumulation_trip_count(comps, calls)
-    multisteps = _multisteps_every(comps, mod.stack_frame_index)
-    fused = {cid: frozenset(i.opcode for i in c.instructions) for cid, c in comps.items()}
+    def __init__(self, comps, frames: _Frames, fused, loop_comps, enclosing):
+        self.frames, self.fused, self.loop_comps, self.enclosing = frames, fused, loop_comps, enclosing
+        self.inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()
+                             if "dot" in fused[cid] or "convolution" in fused[cid]}
 
-    costs, runs, mnk, layout = module_cost(mod)      # once per program, never per event
-    instructions: dict[str, Instruction] = {}
-    has_remat = False
-    inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()}
-    for comp in mod.computations:
+    def computation(self, comp, out: dict) -> list[Instruction]:
+        """Build comp's instructions into out (by name); returns them."""
+        frames, fused, inner_matmul = self.frames, self.fused, self.inner_matmul
         by_id = _Lazy(comp)     # operand lookups: only matmuls, collectives and slices need them
-        cname, in_loop, loop = comp.name, comp.id in loop_comps, enclosing.get(comp.id, "")
+        cname, in_loop, loop = comp.name, comp.id in self.loop_comps, self.enclosing.get(comp.id, "")
+        built = []
         for ins in comp.instructions:
             opcode, name, shape = ins.opcode, ins.name, ins.shape
             if shape.element_type == TUPLE:
@@ -105,10 +106,8 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                 mm_dtype = _operand_dtype(by_id, ins)
             else:
                 mm_dtype = ""       # not a matmul: no compute precision of its own to record
-            if not has_remat and ("remat" in op_name or "checkpoint" in op_name):
-                has_remat = bool(_REMAT_RE.search(op_name))
             collective = bool(collective_kind(opcode))
-            instruction = instructions[name] = Instruction(
+            instruction = out[name] = Instruction(
                 name=name, opcode=opcode, computation=cname, dtype=dtype, dims=dims,
                 bytes=nbytes, op_name=op_name, source=source, in_loop_body=in_loop,
                 fused_opcodes=fused_ops, custom_call_target=ins.custom_call_target, matmul_dtype=mm_dtype,
@@ -122,12 +121,73 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                 operand_dims=_operand_dims(ins, by_id) if collective or "dynamic-slice" in fused_ops
                 or opcode == "dynamic-slice" else (),
                 loop=loop)
-            cost = costs.get(name)
-            if cost is not None:
-                instruction.cost = cost
+            built.append(instruction)
+        return built
+
+
+def parse_module(data: bytes, program_id: int) -> HloModule:
+    proto = HloProto()
+    proto.ParseFromString(data)
+    mod = proto.hlo_module
+    comps = {c.id: c for c in mod.computations}
+    calls: dict[int, set[int]] = {}
+    fused: dict[int, frozenset[str]] = {}        # computation -> the opcodes in it
+    for cid, c in comps.items():
+        called, opcodes = set(), set()
+        for i in c.instructions:
+            opcodes.add(i.opcode)
+            called.update(i.called_computation_ids)
+        calls[cid], fused[cid] = called, frozenset(opcodes)
+    with_loops = [c for cid, c in comps.items() if "while" in fused[cid]]
+    loop_comps = _loop_computations(with_loops, calls)
+    loops, enclosing = _loops(with_loops, comps, calls)
+    accumulation = _accumulation_trip_count(with_loops, comps, calls)
+    multisteps = _multisteps_every(comps, mod.stack_frame_index)
+
+    cost = ModuleCost(mod, fused)      # once per program, never per event
+    costs, runs, mnk, layout = cost.costs, cost.runs_per_execution(), cost.matmul_dims(), cost.layout_ops()
+    build = _Builder(comps, _Frames(mod.stack_frame_index), fused, loop_comps, enclosing)
+    ops: dict[str, Instruction] = {}
+    rest = []       # inside fusions and reducers: built on first need (Instructions), noted here
+    names, op_names, types, tuples = [], [], set(), []
+    for comp in mod.computations:
+        if comp.id not in cost.runs:
+            rest.append(comp)
+            for ins in comp.instructions:
+                names.append(ins.name)
+                op_names.append(ins.metadata.op_name)
+                shape = ins.shape
+                types.add(shape.element_type)
+                if shape.element_type == TUPLE:
+                    tuples.append(shape)
+            continue
+        for instruction in build.computation(comp, ops):
+            name = instruction.name
+            op_names.append(instruction.op_name)
+            c = costs.get(name)
+            if c is not None:
+                instruction.cost = c
                 instruction.runs = runs.get(name)
                 instruction.matmul_dims = mnk.get(name, ())
                 instruction.changes_layout = name in layout
+    dtypes = {ELEMENT_TYPES.get(t, ("other", 0))[0] for t in types - {TUPLE}}
+    dtypes |= {shape_info(s.tuple_shapes[0])[0] if s.tuple_shapes else "tuple" for s in tuples}   # as built
+    has_remat = any(("remat" in n or "checkpoint" in n) and _REMAT_RE.search(n) for n in op_names)
+
+    def everything() -> dict[str, Instruction]:
+        out: dict[str, Instruction] = {}
+        for comp in mod.computations:
+            if comp.id in cost.runs:
+                for ins in comp.instructions:
+                    out[ins.name] = ops[ins.name]
+            else:
+                build.computation(comp, out)
+        return out
+
+    instructions = Instructions(ops, InstructionsRest(
+        everything, frozenset(names), op_names, dtypes,
+        any(collective_kind(op) for c in rest for op in fused[c.id]),
+        frozenset(op for c in rest if c.id in loop_comps for op in fused[c.id]))) if rest else Instructions(ops)
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
     params, output_bytes, updated, sharded, param_dims, param_dtypes = {}, 0, frozenset(), {}, {}, {}
@@ -252,10 +312,10 @@ def _operand_dims(ins, by_id) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def _loops(comps, calls) -> tuple[dict[str, Loop], dict[int, str]]:
+def _loops(with_loops, comps, calls) -> tuple[dict[str, Loop], dict[int, str]]:
     """The module's while loops, and for each computation the innermost loop whose body (or
-    condition) runs it, through calls and fusions."""
-    whiles = [(c.id, i) for c in comps.values() for i in c.instructions if i.opcode == "while"]
+    condition) runs it, through calls and fusions (`with_loops`: the computations holding one)."""
+    whiles = [(c.id, i) for c in with_loops for i in c.instructions if i.opcode == "while"]
     enclosing: dict[int, str] = {}
     inner: dict[str, set[int]] = {}
     for _, ins in whiles:
@@ -272,9 +332,10 @@ def _loops(comps, calls) -> tuple[dict[str, Loop], dict[int, str]]:
     return loops, enclosing
 
 
-def _loop_computations(comps, calls) -> set[int]:
-    """Ids of computations that run inside a while loop, directly or through calls and fusions."""
-    todo = [k for c in comps.values() for i in c.instructions if i.opcode == "while" for k in i.called_computation_ids]
+def _loop_computations(with_loops, calls) -> set[int]:
+    """Ids of computations that run inside a while loop, directly or through calls and fusions
+    (`with_loops`: the computations holding one)."""
+    todo = [k for c in with_loops for i in c.instructions if i.opcode == "while" for k in i.called_computation_ids]
     inside: set[int] = set()
     while todo:
         cid = todo.pop()
@@ -364,13 +425,13 @@ def _trip_count(ins) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def _accumulation_trip_count(comps, calls) -> Optional[int]:
+def _accumulation_trip_count(with_loops, comps, calls) -> Optional[int]:
     """Trip count of a while loop, outside differentiation, whose body runs a backward pass.
 
     JAX names backward ops `transpose(jvp(...))`; a loop that is not itself inside a
     jvp/transpose and contains them computes gradients per iteration: gradient accumulation.
     """
-    for comp in comps.values():
+    for comp in with_loops:
         for ins in comp.instructions:
             if ins.opcode != "while" or "jvp(" in ins.metadata.op_name or "transpose(" in ins.metadata.op_name:
                 continue

@@ -48,6 +48,8 @@ ELEMENTWISE = frozenset({
 FREE = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all", "partition-id",
                   "replica-id", "opt-barrier", "domain", "add-dependency", "while", "call", "conditional",
                   "async-start", "async-update", "async-done", "get-dimension-size", "set-dimension-size"})
+# The opcodes that _flops counts (the rest move data, or do nothing).
+_COUNTED = ELEMENTWISE | {"dot", "convolution", "reduce", "reduce-window", "scatter", "select-and-scatter", "map"}
 # Computations that run as instructions of their own (their instructions are ops on the timeline).
 _RUNS_BODY = frozenset({"while", "call", "conditional", "async-start"})
 _PASSIVE = frozenset({"parameter", "bitcast", "reshape", "get-tuple-element", "tuple", "constant", "broadcast"})
@@ -66,7 +68,7 @@ def _array(shape) -> tuple[int, int]:
         parts = [_array(s) for s in shape.tuple_shapes]
         return sum(p[0] for p in parts), sum(p[1] for p in parts)
     bits = ELEMENT_TYPES.get(shape.element_type, ("other", 0))[1]
-    n = math.prod(int(d) for d in shape.dimensions)
+    n = math.prod(shape.dimensions)
     return n, (bits * n + 7) // 8
 
 
@@ -77,8 +79,11 @@ def _elements(shape) -> int:
 class ModuleCost:
     """Costs of one module's instructions; build once per program."""
 
-    def __init__(self, module):
+    def __init__(self, module, opcodes: Optional[dict[int, frozenset[str]]] = None):
+        """`opcodes`: computation id -> the opcodes in it, where the caller has them (fusions
+        without a dot or a transpose are then passed over without reading them)."""
         self.comps = {c.id: c for c in module.computations}
+        self._opcodes = opcodes
         self.by_id = {i.id: i for c in module.computations for i in c.instructions}
         self._fused: dict[int, tuple[float, float, bool]] = {}
         entry = next((c for c in module.computations if c.name == module.entry_computation_name), None)
@@ -110,6 +115,8 @@ class ModuleCost:
                 list(src.shape.layout.minor_to_major) != list(ins.shape.layout.minor_to_major)
         if ins.opcode != "fusion":
             return False
+        if not self._holds(ins, ("transpose", "copy")):
+            return False
         inner = [i for cid in ins.called_computation_ids for i in (self.comps[cid].instructions if cid in self.comps
                                                                    else ())]
         moving = [i for i in inner if i.opcode not in _PASSIVE]
@@ -125,8 +132,16 @@ class ModuleCost:
                     out[ins.name] = dims
         return out
 
+    def _holds(self, fusion, opcodes) -> bool:
+        """The fusion may hold one of these opcodes (False only where the opcodes are known)."""
+        known = self._opcodes
+        return known is None or any(op in known.get(cid, opcodes) for cid in fusion.called_computation_ids
+                                    for op in opcodes)
+
     def _mnk(self, ins) -> tuple[int, int, int, int]:
         if ins.opcode == "fusion":
+            if not self._holds(ins, ("dot",)):
+                return ()
             for cid in ins.called_computation_ids:
                 for inner in self.comps[cid].instructions if cid in self.comps else ():
                     if inner.opcode == "dot":
@@ -233,13 +248,20 @@ class ModuleCost:
                 f = t = 0.0
                 k = True
                 for ins in self.comps[cid].instructions if cid in self.comps else ():
-                    if ins.opcode == "fusion":
+                    op = ins.opcode
+                    if op not in _COUNTED and op != "fusion" and op != "custom-call":
+                        continue        # moves data or does nothing: most fused instructions
+                    if op in ELEMENTWISE:       # inline: half of a module's fused instructions
+                        shape = ins.shape
+                        n = math.prod(shape.dimensions) if shape.element_type != TUPLE else _elements(shape)
+                        fi, ti, ki = (0.0, float(n), True) if op in TRANSCENDENTAL else (float(n), 0.0, True)
+                    elif op == "fusion":
                         fi, ti, ki = self._computation(ins.called_computation_ids)
-                    elif ins.opcode == "custom-call":
+                    elif op == "custom-call":
                         c = self._custom_call(ins)
                         fi, ti, ki = c.flops or 0.0, c.transcendentals, c.flops is not None
                     else:
-                        fi, ti = self._flops(ins, _elements(ins.shape)) if ins.opcode not in FREE else (0.0, 0.0)
+                        fi, ti = self._flops(ins, _elements(ins.shape))
                         ki = True
                     f, t, k = f + fi, t + ti, k and ki
                 self._fused[cid] = (f, t, k)

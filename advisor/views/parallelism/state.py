@@ -82,7 +82,7 @@ def memory_by_kind(profile: Profile, module: HloModule, roles, weights) -> dict[
     memory = profile.memory
     if memory is None:
         return {}
-    training = any("transpose(" in i.op_name for i in module.instructions.values())
+    training = module.differentiates
     out = dict.fromkeys(("state", "inputs", "gathered_weights", "gradients", "activations", "outputs",
                          "temporaries"), 0)
     for b in memory.buffers:
