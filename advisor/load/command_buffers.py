@@ -135,14 +135,19 @@ class Schedule:
                                                                    "recv", "fft", "cholesky", "triangular-solve"):
             return Thunk(ins.name, "library", None)
         if op == "fusion":
-            fused = [i for cid in ins.called_computation_ids if cid in comps for i in comps[cid].instructions]
-            moving = [i for i in fused if i.shape.dimensions]     # scalar ops compute indices only
-            if moving and all(i.opcode in _COPY_LIKE_FUSED for i in moving) and \
-                    any(i.opcode in ("dynamic-update-slice", "copy", "slice", "dynamic-slice") for i in moving):
+            fused, moving = [], set()     # (opcode, element type) of each fused instruction; opcodes of arrays
+            for cid in ins.called_computation_ids:
+                for i in comps[cid].instructions if cid in comps else ():
+                    shape = i.shape
+                    fused.append((i.opcode, shape.element_type))
+                    if shape.dimensions:        # scalar ops compute indices only
+                        moving.add(fused[-1][0])
+            if moving and moving <= _COPY_LIKE_FUSED and \
+                    not moving.isdisjoint(("dynamic-update-slice", "copy", "slice", "dynamic-slice")):
                 return Thunk(ins.name, "copy", self._key(ins, fused, by_id))
             if ins.fusion_kind == "kCustom" and not _named_kernel(ins.name):
                 return Thunk(ins.name, "library", None)
-            gemm = any(i.opcode in ("dot", "convolution") for i in fused)
+            gemm = any(o == "dot" or o == "convolution" for o, _ in fused)
             return Thunk(ins.name, "kernel", self._key(ins, fused, by_id), gemm)
         if op in ("dot", "convolution"):      # unfused, a library call runs it
             return Thunk(ins.name, "library", None)
@@ -153,8 +158,7 @@ class Schedule:
         and the fused computation's opcodes and element types in order (XLA reuses a kernel only for
         fusions whose fused computations are identical)."""
         return (ins.fusion_kind, _shape_key(ins.shape),
-                tuple(_shape_key(by_id[o].shape) for o in ins.operand_ids if o in by_id),
-                tuple((i.opcode, i.shape.element_type) for i in fused))
+                tuple(_shape_key(by_id[o].shape) for o in ins.operand_ids if o in by_id), tuple(fused))
 
     def same_kernel(self, a: Thunk, b: Thunk) -> bool:
         """Whether XLA would run two fusions with one kernel (see `_key`)."""
