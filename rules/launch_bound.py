@@ -28,7 +28,9 @@ Batch more work into each kernel: a larger batch, `lax.scan`/`fori_loop` instead
 loop, fewer and larger jitted calls (jit the whole step). On a GPU, keep XLA's command buffers
 on (the default): a jitted step's kernels then run as a few CUDA graph launches instead of one
 launch each; with `XLA_FLAGS=--xla_gpu_enable_command_buffer=` the seed Transformer's step
-launches about 5,000 kernels one by one.
+launches about 5,000 kernels one by one. That advice is given only where a program launched 5
+kernels or more (XLA makes no graph of fewer): a Python loop over a small jitted call is told
+to loop under jit instead.
 
 ## Options
 - `min_kernels` (default 200): fire from this many kernels under 10 µs per step.
@@ -66,7 +68,10 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
                  f"{idle_view.LAUNCH_GAP_NS / 1e3:g} µs between them" if gap_share >= min_gap_share else "")
         text = ("give each kernel more work: a larger batch, lax.scan or lax.fori_loop instead of a Python loop "
                 "over jitted calls, and fewer, larger jitted functions (jit the whole step)")
-        if one_by_one and profile.backend == "gpu":
+        # CUDA graphs only help a program that launches several kernels per run; a Python loop over a
+        # one-kernel jitted call gains nothing from them (XLA's minimum graph size is 5 thunks)
+        most = _kernels_per_program(profile, d.name)
+        if one_by_one and profile.backend == "gpu" and most >= _MIN_GRAPH:
             text = ("let XLA launch the step's kernels as CUDA graphs (command buffers, on by default: XLA_FLAGS "
                     "must not set --xla_gpu_enable_command_buffer= empty), which replaces thousands of launches "
                     "by a few; and " + text)
@@ -86,6 +91,7 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
                 "launch_gap_share_of_step": round(gap_share, 4),
                 "launch_gap_time_per_step_ms": round(gaps / 1e6, 3),
                 "command_buffer_launches": d.graph_launches,
+                "most_kernels_per_program": most,
                 "launch_delay_median_us": round(d.launch_delay_median_ns / 1e3, 2)
                 if d.launch_delay_median_ns is not None else None,
             },
@@ -104,6 +110,18 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
             ),
             impact=max(share, gap_share),
         )
+
+
+_MIN_GRAPH = 5      # XLA's --xla_gpu_graph_min_graph_size default: fewer thunks run without a graph
+
+
+def _kernels_per_program(profile: Profile, device: str) -> int:
+    """The most ops (kernel-launching instructions) any one program ran on this device."""
+    per: dict[str, set] = {}
+    for op in profile.ops:
+        if op.device == device:
+            per.setdefault(op.module, set()).add(op.name)
+    return max((len(names) for names in per.values()), default=0)
 
 
 RULE = Rule(

@@ -103,6 +103,28 @@ def test_launch_bound_fires_on_many_tiny_kernels_and_not_on_few_large(loaded_pro
     assert "launch-bound" not in {f.rule for f in loaded_profile("gpu_scan")[0].findings}
 
 
+def test_a_python_loop_of_one_kernel_calls_is_not_told_to_use_cuda_graphs(tmp_path):
+    """A jitted call of two kernels, called 300 times a step from Python: XLA makes no CUDA graph of
+    fewer than 5 thunks, so command buffers cannot help; a loop under jit can."""
+    step = jax.jit(lambda x, w: jnp.tanh(x @ w))
+    x, w = jnp.ones((128, 128)), jnp.full((128, 128), 0.01)
+    jax.block_until_ready(step(x, w))
+    with jax.profiler.trace(str(tmp_path / "cpu")):
+        for i in range(3):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                for _ in range(300):
+                    x = step(x, w)
+                jax.block_until_ready(x)
+    scenario = dataclasses.replace(builder.SCENARIOS["gpu_launch_bound"], source=str(tmp_path / "cpu"))
+    builder.build("loop", scenario, tmp_path)
+    (analysis,) = analyze_path(tmp_path / "loop", Job(tuple(select(RULES))))
+    launch = _by_rule(analysis)["launch-bound"]
+    assert launch.evidence["small_kernels_per_step"] == 600 and launch.evidence["most_kernels_per_program"] == 2
+    assert "lax.fori_loop instead of a Python loop" in launch.recommendation.text
+    assert "CUDA graphs" not in launch.recommendation.text      # the step's program of hundreds of ops gets it:
+    # tests/test_gpu.py::test_kernels_launched_one_by_one_are_launch_bound_not_host_bound
+
+
 def test_silent_on_the_real_gpu_traces(loaded_profile):
     traces = FIXTURES / "gpu-traces"
     if not traces.exists():
