@@ -146,10 +146,10 @@ class Instructions(Mapping):
     `op_names`, `dtypes`, `collectives` and `in_loops` answer from what the reader noted of them
     without building them."""
 
-    def __init__(self, ops: dict, rest: Optional[InstructionsRest] = None):
+    def __init__(self, ops: dict, rest: Optional[InstructionsRest] = None, every: Optional[dict] = None):
         self.ops = ops
         self._rest = rest
-        self._all = ops if rest is None else None
+        self._all = every if every is not None else ops if rest is None else None
 
     @property
     def built(self) -> bool:
@@ -166,18 +166,20 @@ class Instructions(Mapping):
         return f"Instructions({len(self.ops)} ops{'' if self.built else ', the fused ones not built yet'})"
 
     def __getitem__(self, name: str) -> Instruction:
+        if self._all is not None:
+            return self._all[name]
         ins = self.ops.get(name)
         if ins is not None:
             return ins
-        if self._all is None and name in self._rest.names:
+        if name in self._rest.names:
             return self.complete()[name]
-        if self._all is not None:
-            return self._all[name]
         raise KeyError(name)
 
     def get(self, name, default=None):
+        if self._all is not None:
+            return self._all.get(name, default)
         ins = self.ops.get(name)
-        if ins is not None or (self._all is None and name not in self._rest.names):
+        if ins is not None or name not in self._rest.names:
             return ins if ins is not None else default
         return self.complete().get(name, default)
 
@@ -191,7 +193,7 @@ class Instructions(Mapping):
         return len(self.complete())
 
     def __reduce__(self):
-        return Instructions, (self.complete(),)
+        return Instructions, (self.ops, None, self.complete())
 
     def op_names(self) -> Iterator[str]:
         """Every instruction's op_name, in the module's order."""

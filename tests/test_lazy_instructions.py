@@ -76,6 +76,7 @@ def test_a_module_pickles_whole():
     module = parse_module(data, 1)
     copy = pickle.loads(pickle.dumps(module))
     assert copy.instructions.built and dict(copy.instructions) == module.instructions.complete()
+    assert copy.instructions.ops.keys() == module.instructions.ops.keys()      # the ops are still the ops
 
 
 def test_a_plain_dict_of_instructions_is_taken_whole():
@@ -89,3 +90,66 @@ def test_analyzing_a_gpu_trace_builds_no_fused_instruction():
     report = analyze(FIXTURES / "h100-traces" / "tutorial_notebook_unrolled_h200")
     module = next(iter(report.runs[0].profile.modules.values()))
     assert not module.instructions.built and len(module.instructions.ops) < 5000
+
+
+def _proto(trace: str) -> HloProto:
+    proto = HloProto()
+    proto.ParseFromString(_largest_programs(trace, 1)[0][1])
+    return proto
+
+
+def test_a_damaged_stack_frame_loses_its_source_not_the_module():
+    proto = _proto("h100-traces/transformer_seed")
+    mod = proto.hlo_module
+    frame = mod.stack_frame_index.stack_frames.add()
+    frame.file_location_id = 10**6         # past the end of the index
+    fused = next(c for c in mod.computations if c.name != mod.entry_computation_name and c.name.startswith("fused"))
+    fused.instructions[0].metadata.stack_frame_id = len(mod.stack_frame_index.stack_frames)
+    module = parse_module(proto.SerializeToString(), 1)
+    assert module.instructions[fused.instructions[0].name].source is None
+    assert pickle.loads(pickle.dumps(module)).instructions.built
+
+
+def test_a_name_given_twice_holds_the_later_instruction_as_a_dict_would():
+    from advisor.load.hlo_cost import ModuleCost
+
+    proto = _proto("h100-traces/transformer_seed")
+    mod = proto.hlo_module
+    comps = list(mod.computations)
+    runs = ModuleCost(mod).runs
+    # an instruction that runs as an op, and a fused one after it in the module's order, renamed to it
+    i = next(k for k, c in enumerate(comps) if c.id in runs and any(d.id not in runs for d in comps[k + 1:]))
+    later = next(c for c in comps[i + 1:] if c.id not in runs)
+    name = comps[i].instructions[0].name
+    later.instructions[-1].name = name
+    instructions = parse_module(proto.SerializeToString(), 1).instructions
+    assert instructions.built and instructions[name].computation == later.name
+    assert [i.name for i in instructions.values()] == list(dict.fromkeys(_proto_names(proto.SerializeToString())))
+
+
+def test_without_an_entry_computation_every_instruction_is_built():
+    proto = _proto("transformer_scan")
+    proto.hlo_module.entry_computation_name = "no such computation"
+    instructions = parse_module(proto.SerializeToString(), 1).instructions
+    assert instructions.built and len(instructions.ops) == len(set(_proto_names(proto.SerializeToString())))
+
+
+@pytest.mark.parametrize("trace", ["h100-traces/tutorial_notebook_unrolled_h200", "gpu_scan_command_buffers",
+                                   "gpu_remat", "transformer_remat_block", "transformer_accumulate", "parallel/fsdp"])
+def test_the_analysis_is_the_same_with_every_instruction_built_first(trace, monkeypatch):
+    """The output pins (tests/test_snapshots.py) pickle each profile, which builds every instruction:
+    here the rules read the notes of unbuilt ones, against the same run with all of them built."""
+    from advisor.engine import analyze_path
+    from advisor.job import Job
+    from advisor.load import loader
+
+    lazy = analyze_path(FIXTURES / trace, Job(documents=True))
+    parse = loader.parse_module
+
+    def built(data, program_id):
+        module = parse(data, program_id)
+        module.instructions.complete()
+        return module
+
+    monkeypatch.setattr(loader, "parse_module", built)
+    assert analyze_path(FIXTURES / trace, Job(documents=True)) == lazy

@@ -55,12 +55,16 @@ class _Frames:
 
     def _user_frame(self, frame_id: int) -> Optional[SourceLine]:
         seen = 0
-        while 0 < frame_id <= len(self.index.stack_frames) and seen < 200:
-            frame = self.index.stack_frames[frame_id - 1]
-            loc = self.index.file_locations[frame.file_location_id - 1]
-            path = self.index.file_names[loc.file_name_id - 1] if loc.file_name_id else ""
+        index = self.index
+        while 0 < frame_id <= len(index.stack_frames) and seen < 200:
+            frame = index.stack_frames[frame_id - 1]
+            if not 0 < frame.file_location_id <= len(index.file_locations):
+                return None     # a damaged index: this stack's source is unknown, the module still read
+            loc = index.file_locations[frame.file_location_id - 1]
+            path = index.file_names[loc.file_name_id - 1] if 0 < loc.file_name_id <= len(index.file_names) else ""
             if path and not is_library_frame(path):
-                func = self.index.function_names[loc.function_name_id - 1] if loc.function_name_id else ""
+                func = index.function_names[loc.function_name_id - 1] \
+                    if 0 < loc.function_name_id <= len(index.function_names) else ""
                 return SourceLine(path, loc.line, func)
             frame_id = frame.parent_frame_id
             seen += 1
@@ -70,10 +74,9 @@ class _Frames:
 class _Builder:
     """Instructions of the module's computations, a computation at a time."""
 
-    def __init__(self, comps, frames: _Frames, fused, loop_comps, enclosing):
-        self.frames, self.fused, self.loop_comps, self.enclosing = frames, fused, loop_comps, enclosing
-        self.inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()
-                             if "dot" in fused[cid] or "convolution" in fused[cid]}
+    def __init__(self, frames: _Frames, fused, inner_matmul, loop_comps, enclosing):
+        self.frames, self.fused, self.inner_matmul = frames, fused, inner_matmul
+        self.loop_comps, self.enclosing = loop_comps, enclosing
 
     def computation(self, comp, out: dict) -> list[Instruction]:
         """Build comp's instructions into out (by name); returns them."""
@@ -146,12 +149,16 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
 
     cost = ModuleCost(mod, fused)      # once per program, never per event
     costs, runs, mnk, layout = cost.costs, cost.runs_per_execution(), cost.matmul_dims(), cost.layout_ops()
-    build = _Builder(comps, _Frames(mod.stack_frame_index), fused, loop_comps, enclosing)
+    inner_matmul = {cid: _matmul_dtype_in(c) for cid, c in comps.items()
+                    if "dot" in fused[cid] or "convolution" in fused[cid]}
+    build = _Builder(_Frames(mod.stack_frame_index), fused, inner_matmul, loop_comps, enclosing)
+    eager = frozenset(cost.runs) or frozenset(comps)     # no entry computation (damaged): all of them now
     ops: dict[str, Instruction] = {}
     rest = []       # inside fusions and reducers: built on first need (Instructions), noted here
     names, op_names, types, tuples = [], [], set(), []
+    built = 0
     for comp in mod.computations:
-        if comp.id not in cost.runs:
+        if comp.id not in eager:
             rest.append(comp)
             for ins in comp.instructions:
                 names.append(ins.name)
@@ -162,6 +169,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                     tuples.append(shape)
             continue
         for instruction in build.computation(comp, ops):
+            built += 1
             name = instruction.name
             op_names.append(instruction.op_name)
             c = costs.get(name)
@@ -174,20 +182,17 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     dtypes |= {shape_info(s.tuple_shapes[0])[0] if s.tuple_shapes else "tuple" for s in tuples}   # as built
     has_remat = any(("remat" in n or "checkpoint" in n) and _REMAT_RE.search(n) for n in op_names)
 
-    def everything() -> dict[str, Instruction]:
-        out: dict[str, Instruction] = {}
-        for comp in mod.computations:
-            if comp.id in cost.runs:
-                for ins in comp.instructions:
-                    out[ins.name] = ops[ins.name]
-            else:
-                build.computation(comp, out)
-        return out
-
-    instructions = Instructions(ops, InstructionsRest(
-        everything, frozenset(names), op_names, dtypes,
-        any(collective_kind(op) for c in rest for op in fused[c.id]),
-        frozenset(op for c in rest if c.id in loop_comps for op in fused[c.id]))) if rest else Instructions(ops)
+    # the rest is built from the serialized module when needed (holding its parsed proto costs more)
+    everything = functools.partial(_everything, data, eager, ops, build.fused, inner_matmul, loop_comps, enclosing)
+    if not rest:
+        instructions = Instructions(ops)
+    elif len(set(names) | ops.keys()) < len(names) + built:
+        instructions = Instructions(ops, every=everything())   # a name given twice: the later one holds it, as in a dict
+    else:
+        instructions = Instructions(ops, InstructionsRest(
+            everything, frozenset(names), op_names, dtypes,
+            any(collective_kind(op) for c in rest for op in fused[c.id]),
+            frozenset(op for c in rest if c.id in loop_comps for op in fused[c.id])))
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
     params, output_bytes, updated, sharded, param_dims, param_dtypes = {}, 0, frozenset(), {}, {}, {}
@@ -210,6 +215,22 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                      multisteps_every=multisteps,
                      updated_parameters=updated, parameter_sharded=sharded, parameter_copies=copies,
                      parameter_dims=param_dims, parameter_dtypes=param_dtypes, loops=loops)
+
+
+def _everything(data: bytes, eager: frozenset, ops: dict, fused, inner_matmul, loop_comps, enclosing) -> dict:
+    """Every instruction of the module, in its order: those built when it was read, the rest now."""
+    proto = HloProto()
+    proto.ParseFromString(data)
+    mod = proto.hlo_module
+    build = _Builder(_Frames(mod.stack_frame_index), fused, inner_matmul, loop_comps, enclosing)
+    out: dict[str, Instruction] = {}
+    for comp in mod.computations:
+        if comp.id in eager:
+            for ins in comp.instructions:
+                out[ins.name] = ops[ins.name]
+        else:
+            build.computation(comp, out)
+    return out
 
 
 _REPLICATED, _TILED = 0, 3      # xla.OpSharding.Type
