@@ -159,7 +159,7 @@ class Instructions(Mapping):
     def complete(self) -> dict:
         if self._all is None:
             self._all = self._rest.build()
-            self._rest = None       # and the module's proto it held
+            self._rest = None       # and the module's bytes it held
         return self._all
 
     def __repr__(self) -> str:
@@ -304,8 +304,12 @@ class MemoryAtPeak:
     parameter_bytes: int
     buffers: list[Buffer]
 
-    def group_bytes(self, group: str) -> int:
-        return sum(b.bytes for b in self.buffers if b.group == group)
+    def bytes_by_group(self) -> dict[str, int]:
+        """Bytes live at the peak per group ("Parameter", "Temporary", ...), groups in first-seen order."""
+        out: dict[str, int] = {}
+        for b in self.buffers:
+            out[b.group] = out.get(b.group, 0) + b.bytes
+        return out
 
 
 @dataclasses.dataclass

@@ -40,11 +40,8 @@ def of(profile: Profile) -> Memory:
 def _build(profile: Profile) -> Memory:
     mem = profile.memory
     if mem:
-        groups: dict[str, int] = {}
-        for b in mem.buffers:       # one pass (a sum per buffer was quadratic in the buffers)
-            groups[b.group] = groups.get(b.group, 0) + b.bytes
         return Memory(mem.peak_bytes, f"XLA buffer assignment of {mem.module}", mem.module,
-                      dict(sorted(groups.items(), key=lambda kv: -kv[1])),
+                      dict(sorted(mem.bytes_by_group().items(), key=lambda kv: -kv[1])),
                       tuple(sorted(mem.buffers, key=lambda b: -b.bytes)[:LARGEST]))
     device_allocators = [a for a in profile.allocators if a.allocator.startswith(("GPU_", "TPU_"))]
     if device_allocators:
