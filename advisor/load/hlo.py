@@ -141,10 +141,13 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
             opcodes.add(i.opcode)
             called.update(i.called_computation_ids)
         calls[cid], fused[cid] = called, frozenset(opcodes)
-    with_loops = [c for cid, c in comps.items() if "while" in fused[cid]]
-    loop_comps = _loop_computations(with_loops, calls)
-    loops, enclosing = _loops(with_loops, comps, calls)
-    accumulation = _accumulation_trip_count(with_loops, comps, calls)
+    # the while loops, and the computations each one runs (through calls and fusions), found once
+    whiles = [(cid, i) for cid, c in comps.items() if "while" in fused[cid]
+              for i in c.instructions if i.opcode == "while"]
+    reach = [_reachable(calls, ins.called_computation_ids) for _, ins in whiles]
+    loop_comps = set().union(*reach)      # every computation that runs inside a loop
+    loops, enclosing = _loops(whiles, reach)
+    accumulation = _accumulation_trip_count(whiles, reach, comps)
     multisteps = _multisteps_every(comps, mod.stack_frame_index)
 
     cost = ModuleCost(mod, fused)      # once per program, never per event
@@ -183,11 +186,12 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
     has_remat = any(("remat" in n or "checkpoint" in n) and _REMAT_RE.search(n) for n in op_names)
 
     # the rest is built from the serialized module when needed (holding its parsed proto costs more)
-    everything = functools.partial(_everything, data, eager, ops, build.fused, inner_matmul, loop_comps, enclosing)
+    everything = functools.partial(_everything, data, eager, ops, fused, inner_matmul, loop_comps, enclosing)
     if not rest:
         instructions = Instructions(ops)
     elif len(set(names) | ops.keys()) < len(names) + built:
-        instructions = Instructions(ops, every=everything())   # a name given twice: the later one holds it, as in a dict
+        # a name given twice: build all now, and the later instruction holds the name, as in a dict
+        instructions = Instructions(ops, every=everything())
     else:
         instructions = Instructions(ops, InstructionsRest(
             everything, frozenset(names), op_names, dtypes,
@@ -333,14 +337,11 @@ def _operand_dims(ins, by_id) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def _loops(with_loops, comps, calls) -> tuple[dict[str, Loop], dict[int, str]]:
-    """The module's while loops, and for each computation the innermost loop whose body (or
-    condition) runs it, through calls and fusions (`with_loops`: the computations holding one)."""
-    whiles = [(c.id, i) for c in with_loops for i in c.instructions if i.opcode == "while"]
+def _loops(whiles, reach) -> tuple[dict[str, Loop], dict[int, str]]:
+    """The module's while loops ((computation id, instruction) each, and the computations each
+    runs), and for each computation the innermost loop whose body (or condition) runs it."""
     enclosing: dict[int, str] = {}
-    inner: dict[str, set[int]] = {}
-    for _, ins in whiles:
-        inner[ins.name] = _reachable(calls, ins.called_computation_ids)
+    inner: dict[str, set[int]] = {ins.name: r for (_, ins), r in zip(whiles, reach)}
     # innermost first: a loop reaching fewer computations is nested deeper
     for _, ins in sorted(whiles, key=lambda w: len(inner[w[1].name])):
         for cid in inner[ins.name]:
@@ -351,20 +352,6 @@ def _loops(with_loops, comps, calls) -> tuple[dict[str, Loop], dict[int, str]]:
         loops[ins.name] = Loop(name=ins.name, trip_count=_trip_count(ins),
                                backward="transpose(" in op_name, parent=enclosing.get(cid, ""))
     return loops, enclosing
-
-
-def _loop_computations(with_loops, calls) -> set[int]:
-    """Ids of computations that run inside a while loop, directly or through calls and fusions
-    (`with_loops`: the computations holding one)."""
-    todo = [k for c in with_loops for i in c.instructions if i.opcode == "while" for k in i.called_computation_ids]
-    inside: set[int] = set()
-    while todo:
-        cid = todo.pop()
-        if cid in inside:
-            continue
-        inside.add(cid)
-        todo.extend(calls.get(cid, ()))
-    return inside
 
 
 _PASS_THROUGH = ("get-tuple-element", "bitcast", "copy", "reshape")
@@ -446,19 +433,17 @@ def _trip_count(ins) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def _accumulation_trip_count(with_loops, comps, calls) -> Optional[int]:
+def _accumulation_trip_count(whiles, reach, comps) -> Optional[int]:
     """Trip count of a while loop, outside differentiation, whose body runs a backward pass.
 
     JAX names backward ops `transpose(jvp(...))`; a loop that is not itself inside a
     jvp/transpose and contains them computes gradients per iteration: gradient accumulation.
     """
-    for comp in with_loops:
-        for ins in comp.instructions:
-            if ins.opcode != "while" or "jvp(" in ins.metadata.op_name or "transpose(" in ins.metadata.op_name:
-                continue
-            inside = _reachable(calls, ins.called_computation_ids)
-            if any("transpose(" in i.metadata.op_name for cid in inside for i in comps[cid].instructions):
-                return _trip_count(ins) or 0
+    for (_, ins), inside in zip(whiles, reach):
+        if "jvp(" in ins.metadata.op_name or "transpose(" in ins.metadata.op_name:
+            continue
+        if any("transpose(" in i.metadata.op_name for cid in inside for i in comps[cid].instructions):
+            return _trip_count(ins) or 0
     return None
 
 
