@@ -34,6 +34,9 @@ class Recommendation:
     checked: str = "estimated"   # one of CHECKED
     check: str = ESTIMATED       # what it was checked against, in words with the figures
     refuted: Optional[dict] = None   # {"config", "text"}: the change tried and refuted (then config is {})
+    # other changes that fix the same thing, each {"config", "text", "cost"}: --verify measures every one
+    # and makes the one that measured best the recommendation (the others stay here)
+    alternatives: list[dict] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict:
         out = {"text": self.text, "config": self.config, "expected": self.expected.to_json(), "cost": self.cost}
@@ -42,6 +45,8 @@ class Recommendation:
         out["check"] = self.check
         if self.refuted is not None:
             out["refuted"] = self.refuted
+        if self.alternatives:
+            out["alternatives"] = self.alternatives
         return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import statistics
 import subprocess
@@ -34,6 +35,9 @@ class PairedTiming:
     """Per-round step times (ms) of both sides; round i of `base` pairs with round i of `new`."""
     base: list[list[float]]
     new: list[list[float]]
+    # (base worker, candidate worker) of each round, where the sides say (Side.last): the rounds of one
+    # pair of processes, whose own offsets (see Side) the noise bound must cover
+    who: list[tuple[int, int]] = dataclasses.field(default_factory=list)
 
     def ratios(self) -> list[float]:
         """Each round's fastest step, candidate over base: load only ever adds time, so a round's
@@ -154,7 +158,7 @@ class Side:
     rounds cover every (base, candidate) combination, each side's offset is averaged."""
 
     def __init__(self, workers: list[Worker], stagger: bool = False):
-        self.workers, self.stagger, self.calls = workers, stagger, 0
+        self.workers, self.stagger, self.calls, self.last = workers, stagger, 0, 0
         self.label = getattr(workers[0], "label", "")
 
     def wait_ready(self) -> dict:
@@ -164,7 +168,8 @@ class Side:
         n, k = len(self.workers), self.calls
         self.calls += 1
         # base: 0 1 0 1 ..., candidate (staggered): 0 1 1 0 ...: rounds pair (0,0) (1,1) (0,1) (1,0)
-        return self.workers[(k + k // n) % n if self.stagger else k % n].run(steps)
+        self.last = (k + k // n) % n if self.stagger else k % n
+        return self.workers[self.last].run(steps)
 
     def close(self) -> None:
         for w in self.workers:
@@ -203,6 +208,7 @@ def interleave(base: Worker, new: Worker, rounds: int, steps: int, timing: Optio
             b = base.run(steps)
         timing.base.append(b)
         timing.new.append(n)
+        timing.who.append((getattr(base, "last", 0), getattr(new, "last", 0)))
     return timing
 
 
@@ -240,6 +246,123 @@ def confirm(timing: PairedTiming, start_pair, budget: float, rounds: int = 8, st
     return PairedTiming(timing.base + again.base, timing.new + again.new), pair
 
 
+# --- many configurations, each timed against one reference: --verify, sweep, tune ---------------
+
+TARGET_NOISE = 0.05     # rounds are added until the noise bound is this narrow (or MAX_ROUNDS)...
+MIN_ROUNDS = 8          # ...from this many: two cycles of the four (reference, candidate) worker pairs
+MAX_ROUNDS = 24
+ROUND_MS = 300.0        # each side's share of a round: at least this long (steps from the warm-up step's time)
+MAX_ROUND_STEPS = 20
+
+
+@dataclasses.dataclass
+class Measured:
+    """One configuration timed against the reference in interleaved paired rounds.
+
+    ratio: the median of the rounds' paired ratios (candidate's fastest step over the reference's);
+    low/high: its bootstrap 90% band, widened to cover the spread between the pairs of worker
+    processes (each process's own offset, see Side); noise: the band's larger half-width over the
+    ratio, the figure printed beside it."""
+    label: str
+    ratio: float
+    low: float
+    high: float
+    noise: float
+    base_ms: float          # the median over rounds of the reference's fastest step
+    new_ms: float           # ... of the candidate's
+    rounds: int
+    steps: int              # steps per side in each round
+    timing: PairedTiming
+
+    @property
+    def verdict(self) -> str:
+        """faster / slower: the whole band is on that side of 1; otherwise within noise."""
+        return "faster" if self.high < 1 else "slower" if self.low > 1 else "within noise"
+
+    def text(self) -> str:
+        return f"x{self.ratio:.2f} ±{self.noise:.0%}"
+
+    def to_json(self) -> dict:
+        return {"method": "interleaved", "ratio": round(self.ratio, 4), "band": [round(self.low, 4), round(self.high, 4)],
+                "noise": round(self.noise, 4), "verdict": self.verdict, "base_ms": round(self.base_ms, 3),
+                "new_ms": round(self.new_ms, 3), "rounds": self.rounds, "steps_per_round": self.steps}
+
+
+def summarize(timing: PairedTiming, label: str = "", steps: int = 0) -> Measured:
+    """The ratio, its band and the noise bound of a paired timing (at least 2 rounds)."""
+    ratios = timing.ratios()
+    ratio = statistics.median(ratios)
+    low, high = median_band(ratios)
+    by_pair: dict[tuple, list[float]] = {}
+    for r, who in zip(ratios, timing.who):
+        by_pair.setdefault(tuple(who), []).append(r)
+    meds = [statistics.median(v) for v in by_pair.values() if len(v) >= 2]
+    if len(meds) > 1:   # the pairs of processes disagree: the band must hold each pair's median
+        low, high = min(low, min(meds)), max(high, max(meds))
+    noise = max(ratio - low, high - ratio) / ratio
+    base_ms = statistics.median(min(b) for b in timing.base)
+    new_ms = statistics.median(min(n) for n in timing.new)
+    return Measured(label, ratio, low, high, noise, base_ms, new_ms, len(ratios), steps, timing)
+
+
+def round_steps(sides: Sequence[Side]) -> int:
+    """Steps per side per round, so that a round outlasts a scheduler's time slice: from the slowest
+    warm-up step the workers reported (at least 2, the round's minimum is of several)."""
+    warm = [w.ready.get("warm_ms") for s in sides for w in s.workers if isinstance(w.ready, dict)]
+    warm = [x for x in warm if isinstance(x, (int, float)) and x > 0]
+    if not warm:
+        return 2
+    return max(2, min(MAX_ROUND_STEPS, math.ceil(ROUND_MS / max(warm))))
+
+
+def measure_against(reference: Side, candidate: Side, label: str = "", target: float = TARGET_NOISE,
+                    min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS, deadline: Optional[float] = None,
+                    progress=lambda msg: None) -> Measured:
+    """Time `candidate` against `reference` in interleaved rounds; more rounds (a cycle of worker pairs
+    at a time) while undecided: the noise bound wider than `target`, or the band straddling 1 and
+    wider than half of it. `deadline` (time.monotonic()) stops adding rounds."""
+    reference.wait_ready()
+    candidate.wait_ready()
+    steps = round_steps([reference, candidate])
+    cycle = len(reference.workers) * len(candidate.workers)
+    timing = interleave(reference, candidate, min_rounds, steps)
+    while True:
+        m = summarize(timing, label, steps)
+        decided = m.noise <= target and (m.verdict != "within noise" or m.noise <= target / 2)
+        if decided or m.rounds >= max_rounds or (deadline is not None and time.monotonic() > deadline):
+            break
+        progress(f"{label}: {m.text()} after {m.rounds} rounds: {cycle} more")
+        timing = interleave(reference, candidate, cycle, steps, timing)
+    progress(f"{label}: {m.text()} ({m.base_ms:,.1f} -> {m.new_ms:,.1f} ms, {m.rounds} rounds of {steps} steps)")
+    return m
+
+
+class Reference:
+    """The reference configuration (the baseline), its worker processes kept while each candidate is
+    timed against it in turn: the candidate's workers start, are measured, and stop before the next
+    one starts, so at most two processes run steps at a time (the others wait on their stdin)."""
+
+    def __init__(self, spec: dict, count: int = WORKERS_PER_SIDE):
+        self.count = count
+        self.side = Side([Worker(spec, None, "reference") for _ in range(count)])
+
+    def time(self, spec: dict, label: str, progress=lambda msg: None, **kw) -> Measured:
+        candidate = Side([Worker(spec, None, label) for _ in range(self.count)], stagger=True)
+        try:
+            return measure_against(self.side, candidate, label, progress=progress, **kw)
+        finally:
+            candidate.close()
+
+    def close(self) -> None:
+        self.side.close()
+
+    def __enter__(self) -> "Reference":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def remeasure(spec: dict, repeats: int = 3, steps: int = 3) -> list[float]:
     """Median step time (ms) of `repeats` more runs of `steps` steps, threaded as the profiled run was."""
     worker = Worker({**spec, "single_thread": False}, label="re-measure")
@@ -250,6 +373,7 @@ def remeasure(spec: dict, repeats: int = 3, steps: int = 3) -> list[float]:
 
 
 def _serve(spec: dict) -> None:
+    """The worker: build what the spec names, warm it up, say it is ready, then time steps on request."""
     import os
 
     if spec.get("single_thread", True):
@@ -259,11 +383,29 @@ def _serve(spec: dict) -> None:
                                    " intra_op_parallelism_threads=1").strip()
     import jax
 
-    from advisor import workloads
+    from advisor import compile_cache
+
+    # The one dispatch point: what a spec names to time (a bundled workload), built into `timed()`,
+    # which runs one step and returns its wall time in ms.
+    timed = _workload_step(spec)
+    warm = [timed() for _ in range(WARMUP_STEPS)]
+    cache = compile_cache.counts()
+    print(json.dumps({"ready": True, "backend": jax.devices()[0].platform, "warm_ms": warm[-1],
+                      "programs": {"compiled": cache["misses"], "loaded": cache["hits"]}}), flush=True)
+    for line in sys.stdin:
+        steps = int(json.loads(line)["steps"])
+        print(json.dumps({"ms": [timed() for _ in range(steps)]}), flush=True)
+
+
+def _workload_step(spec: dict):
+    """A bundled workload's train step, compiled (or loaded from the cache), timed from one state."""
+    import os
+
+    import jax
+
+    from advisor import compile_cache, workloads
     from advisor.runner import compile_abstract
     from advisor.workloads.train import zero_metrics
-
-    from advisor import compile_cache
 
     config = workloads.resolve(spec["workload"], spec.get("preset", "tiny"), spec.get("overrides", []))
     # The one-thread flags are in JAX's cache key, so a traced run's programs never load here: the
@@ -281,22 +423,16 @@ def _serve(spec: dict) -> None:
         # drift apart. A copy, because a donating step deletes its inputs.
         return jax.block_until_ready(jax.tree_util.tree_map(lambda x: x.copy() if isinstance(x, jax.Array) else x, (state0, metrics0)))
 
-    for _ in range(WARMUP_STEPS):
-        jax.block_until_ready(compiled(*fresh(), built.batch))
-    cache = compile_cache.counts()
-    print(json.dumps({"ready": True, "backend": jax.devices()[0].platform,
-                      "programs": {"compiled": cache["misses"], "loaded": cache["hits"]}}), flush=True)
-    for line in sys.stdin:
-        steps = int(json.loads(line)["steps"])
-        ms = []
-        for _ in range(steps):
-            state, metrics = fresh()
-            t0 = time.perf_counter()
-            out = compiled(state, metrics, built.batch)
-            jax.block_until_ready(out)
-            ms.append(round((time.perf_counter() - t0) * 1e3, 3))
-            del out, state, metrics
-        print(json.dumps({"ms": ms}), flush=True)
+    def timed() -> float:
+        state, metrics = fresh()
+        t0 = time.perf_counter()
+        out = compiled(state, metrics, built.batch)
+        jax.block_until_ready(out)
+        ms = round((time.perf_counter() - t0) * 1e3, 3)
+        del out, state, metrics
+        return ms
+
+    return timed
 
 
 def main(argv: Sequence[str]) -> int:

@@ -34,83 +34,225 @@ LOSS_RTOL = 1e-4
 def verify_workload(name: str, preset: str, overrides: list[str], before: Analysis, logdir: Path,
                     progress: Callable[[str], None] = lambda m: None,
                     memory_limit: Optional[int] = None) -> list[dict]:
-    """Re-run with each finding's config change (a refuted one too: its figures become measured);
-    attach the measurement to the finding."""
-    from advisor import workloads
-
+    """Re-run with each finding's config change, and each alternative a rule offers (a refuted change
+    too: its figures become measured): profiled once each for its memory, loss and findings, and timed
+    against the run as it is with the paired engine (advisor/timing.py). A finding keeps the change
+    that measured best; the findings are then ranked by what was measured (rank_measured)."""
+    changes: list[dict] = []
+    for finding in before.findings:
+        for change in _changes(finding):
+            if change not in changes:
+                changes.append(change)
+    runs = {}
+    for change in changes:
+        progress(f"verifying: re-running with {' '.join(as_overrides(change))}")
+        runs[_key(change)] = _profile(name, preset, overrides + as_overrides(change), logdir, progress, memory_limit)
+    timed = _time(name, preset, overrides, [c for c in changes if "error" not in runs[_key(c)]], progress)
     results = []
     base_metrics = metrics(before.document())
     for finding in before.findings:
-        rec = finding.recommendation
-        change = rec.config or (rec.refuted or {}).get("config")
-        if not change:
+        tried = _changes(finding)
+        if not tried:
             continue
-        items = overrides + as_overrides(change)
-        progress(f"verifying {finding.rule}: re-running with {' '.join(as_overrides(change))}")
-        config = workloads.resolve(name, preset, items)
-        try:
-            run_dir = profile_workload(name, preset, config, logdir, progress, memory_limit)
-        except OutOfMemory as err:
-            finding.verified = {"change": change, "improved": False,
-                                "error": f"out of memory: needs {err.required} bytes of {err.capacity}"}
-            if rec.config:
-                refute(finding, "measured", f"re-run with {sets(change)}, the step ran out of memory "
-                                            f"({mib(err.required or 0)} of {mib(err.capacity)})")
-            results.append(finding.verified)
-            continue
-        (after,) = analyze_path(run_dir)
-        c = compare(base_metrics, metrics(after.document()))
-        promised = rec.expected.metric
-        compiled = [run_metadata(before).get("required_bytes"), run_metadata(after).get("required_bytes")]
-        if promised == "peak_memory":
-            if c.peak_memory_ratio is not None:
-                improved = c.peak_memory_ratio < MEMORY_GAIN
-            else:   # a program loaded from the compilation cache has no buffer assignment in its trace
-                improved = all(compiled) and compiled[1] < MEMORY_GAIN * compiled[0]
-            worse = not improved
-        else:
-            improved = c.step_time_improved()
-            worse = c.step_time_ratio is not None and c.step_time_ratio >= 1.0
-        loss_before, loss_after = run_metadata(before).get("initial_loss"), run_metadata(after).get("initial_loss")
-        remedy = rec.remedy
-        changes = remedy is None or remedy.kind in CHANGES_NUMERICS   # untyped: do not promise the same loss
-        numerics = "changes numerics (dtype)" if changes else "same function"
-        loss_match = None
-        if loss_before is not None and loss_after is not None:
-            loss_match = abs(loss_after - loss_before) <= LOSS_RTOL * max(abs(loss_before), 1.0)
-        finding.verified = {
-            "change": change,
-            "promised": promised,
-            "improved": bool(improved),
-            "step_time_ms": [c.base.step_time_ms, c.new.step_time_ms],
-            "step_time_ratio": round(c.step_time_ratio, 4) if c.step_time_ratio else None,
-            "step_time_noise": round(c.noise, 4),
-            "peak_memory_bytes": [c.base.peak_memory_bytes, c.new.peak_memory_bytes],
-            "peak_memory_ratio": round(c.peak_memory_ratio, 4) if c.peak_memory_ratio else None,
-            "compiled_required_bytes": [run_metadata(before).get("required_bytes"), run_metadata(after).get("required_bytes")],
-            "numerics": numerics,
-            "initial_loss": [loss_before, loss_after],
-            "loss_match": loss_match,
-            "bug": numerics == "same function" and loss_match is False,
-            "findings_after": sorted(c.new.findings),
-            "trace": str(run_dir / RUN_METADATA),
-        }
+        records = [_record(before, base_metrics, finding, change, runs[_key(change)], timed.get(_key(change)))
+                   for change in tried]
+        _keep_best(finding, tried, records)
         results.append(finding.verified)
-        figures = _measured(finding.verified)
-        if rec.config and not improved and worse:
-            refute(finding, "measured", f"re-run with {sets(change)}: {figures}")
-        else:
-            rec.checked = "measured"
-            verdict = "" if improved or not rec.config else "; within the runs' noise: not confirmed, not refuted"
-            rec.check = f"re-run with {sets(change)}: {figures}{verdict}"
+    rank_measured(before.findings)
     return results
+
+
+def _changes(finding) -> list[dict]:
+    """The config changes a finding proposes: its recommendation's (or the refuted one), then its alternatives."""
+    rec = finding.recommendation
+    first = rec.config or (rec.refuted or {}).get("config")
+    return [first, *(a["config"] for a in rec.alternatives if a["config"] != first)] if first else []
+
+
+def _key(change: dict) -> str:
+    return " ".join(as_overrides(change))
+
+
+def _profile(name, preset, items, logdir, progress, memory_limit):
+    """The change's run, analyzed; {"error": ...} where it ran out of memory."""
+    from advisor import workloads
+
+    try:
+        run_dir = profile_workload(name, preset, workloads.resolve(name, preset, items), logdir, progress, memory_limit)
+    except OutOfMemory as err:
+        return {"error": f"out of memory: needs {err.required} bytes of {err.capacity}", "oom": err}
+    (after,) = analyze_path(run_dir)
+    return {"analysis": after, "run_dir": run_dir}
+
+
+def _time(name, preset, overrides, changes, progress) -> dict:
+    """Each change timed against the run as it is, one after the other, by the paired engine."""
+    from .errors import AdvisorError
+    from .timing import Reference
+
+    if not changes:
+        return {}
+    spec = lambda items: {"workload": name, "preset": preset, "overrides": items}  # noqa: E731
+    out: dict = {}
+    progress(f"timing {len(changes)} change(s) against the run as it is: interleaved paired rounds")
+    try:
+        with Reference(spec(list(overrides))) as ref:
+            for change in changes:
+                try:
+                    out[_key(change)] = ref.time(spec(overrides + as_overrides(change)), _key(change), progress)
+                except AdvisorError as err:
+                    out[_key(change)] = err
+    except AdvisorError as err:       # the reference's workers failed: no change can be timed
+        return dict.fromkeys(map(_key, changes), err)
+    return out
+
+
+def _record(before, base_metrics, finding, change, run, measured) -> dict:
+    """The verified record of one change: step time from the paired engine, memory, loss and findings
+    from its profiled run."""
+    rec = finding.recommendation
+    if "error" in run:
+        return {"change": change, "improved": False, "error": run["error"]}
+    after = run["analysis"]
+    c = compare(base_metrics, metrics(after.document()))
+    promised = rec.expected.metric
+    compiled = [run_metadata(before).get("required_bytes"), run_metadata(after).get("required_bytes")]
+    if c.peak_memory_ratio is not None:
+        memory_improved = c.peak_memory_ratio < MEMORY_GAIN
+    else:   # a program loaded from the compilation cache has no buffer assignment in its trace
+        memory_improved = bool(all(compiled) and compiled[1] < MEMORY_GAIN * compiled[0])
+    paired = measured if hasattr(measured, "verdict") else None
+    faster = paired is not None and paired.verdict == "faster"
+    improved = memory_improved if promised == "peak_memory" else faster
+    loss_before, loss_after = run_metadata(before).get("initial_loss"), run_metadata(after).get("initial_loss")
+    remedy = rec.remedy
+    changes = remedy is None or remedy.kind in CHANGES_NUMERICS   # untyped: do not promise the same loss
+    numerics = "changes numerics (dtype)" if changes else "same function"
+    loss_match = None
+    if loss_before is not None and loss_after is not None:
+        loss_match = abs(loss_after - loss_before) <= LOSS_RTOL * max(abs(loss_before), 1.0)
+    return {
+        "change": change,
+        "promised": promised,
+        "improved": bool(improved),
+        "step_time_ms": [round(paired.base_ms, 3), round(paired.new_ms, 3)] if paired else [c.base.step_time_ms, c.new.step_time_ms],
+        "step_time_ratio": round(paired.ratio, 4) if paired else None,
+        "step_time_noise": round(paired.noise, 4) if paired else None,
+        "step_time": paired.to_json() if paired else {"error": str(measured) if measured else "not timed"},
+        "peak_memory_bytes": [c.base.peak_memory_bytes, c.new.peak_memory_bytes],
+        "peak_memory_ratio": round(c.peak_memory_ratio, 4) if c.peak_memory_ratio else None,
+        "memory_improved": memory_improved,
+        "compiled_required_bytes": compiled,
+        "numerics": numerics,
+        "initial_loss": [loss_before, loss_after],
+        "loss_match": loss_match,
+        "bug": numerics == "same function" and loss_match is False,
+        "findings_after": sorted(c.new.findings),
+        "trace": str(run["run_dir"] / RUN_METADATA),
+    }
+
+
+def _gain_key(record: dict) -> tuple:
+    """Best first: measured faster, by ratio; then the rest by ratio; then by memory; errors last."""
+    if "error" in record:
+        return (3, 0.0, 0.0)
+    ratio = record["step_time_ratio"] if record["step_time_ratio"] is not None else 9.0
+    verdict = record["step_time"].get("verdict")
+    return (0 if verdict == "faster" else 1 if record["memory_improved"] else 2, ratio,
+            record["peak_memory_ratio"] or 1.0)
+
+
+def _keep_best(finding, tried: list[dict], records: list[dict]) -> None:
+    """The finding keeps the change that measured best (its text and cost with it); what was measured
+    for each is said on the checked line and kept in `verified`."""
+    rec = finding.recommendation
+    order = sorted(range(len(tried)), key=lambda i: _gain_key(records[i]))
+    best = order[0]
+    finding.verified = {**records[best]}
+    if len(tried) > 1:
+        finding.verified["alternatives"] = [records[i] for i in order[1:]]
+        if best != 0 and rec.config:        # an alternative measured better: it becomes the fix
+            alt = next(a for a in rec.alternatives if a["config"] == tried[best])
+            rec.alternatives = [a for a in rec.alternatives if a is not alt] + [
+                {"config": rec.config, "text": rec.text, "cost": rec.cost}]
+            rec.text = f"{alt['text']} (measured best of {len(tried)}: {'; '.join(_short(r) for r in (records[i] for i in order))})"
+            rec.config, rec.cost = alt["config"], alt["cost"]
+    v = finding.verified
+    figures = _measured(v) if "error" not in v else v["error"]
+    others = "".join(f"; also tried {sets(r['change'])}: {_short(r)}" for r in v.get("alternatives", []))
+    if "error" in v:
+        if rec.config:
+            refute(finding, "measured", f"re-run with {sets(v['change'])}: {v['error']}{others}")
+        return
+    verdict = v["step_time"].get("verdict")
+    worse = verdict == "slower" and not v["memory_improved"]
+    if rec.config and not v["improved"] and verdict != "faster" and (worse or v["promised"] == "peak_memory"):
+        refute(finding, "measured", f"re-run with {sets(v['change'])}: {figures}{others}")
+    else:
+        rec.checked = "measured"
+        rec.check = f"re-run with {sets(v['change'])}: {figures}{_verdict_words(v)}{others}"
+
+
+def _short(record: dict) -> str:
+    if "error" in record:
+        return f"{_key(record['change'])}: {record['error']}"
+    ratio, noise = record["step_time_ratio"], record["step_time_noise"]
+    return f"{_key(record['change'])} x{ratio:.2f} ±{noise:.0%}" if ratio else f"{_key(record['change'])} not timed"
+
+
+def _verdict_words(v: dict) -> str:
+    verdict = v["step_time"].get("verdict")
+    if verdict == "faster":
+        return "; measured faster"
+    if verdict == "slower":
+        return "; measured slower" + (": worth it only for the memory" if v["memory_improved"] else "")
+    if verdict == "within noise":
+        return "; step time within the measurement's noise: not confirmed, not refuted"
+    return ""
+
+
+MEASURED_GAIN = 0.90     # a change measured at this ratio or below...
+MEASURED_BAND = 0.95     # ...with its whole band below this is a warning, whatever the rule's estimate
+
+
+def rank_measured(findings: list) -> None:
+    """After --verify: severity from what was measured, then the findings ordered by measured gain.
+
+    Severity: a change measured at x0.90 or faster with its band below x0.95 is at least a warning
+    (a costly fix's trade-off is settled by the measurement); one measured slower or within noise,
+    that did not bring the memory it promised either, is info. Order: the changes that measured faster,
+    fastest first; then those that only brought memory, by memory ratio; then the findings not measured
+    (by severity and share, as before); then the changes that did not help."""
+    from .findings import SEVERITIES, sort_key
+
+    def bucket(f) -> tuple:
+        v = f.verified
+        if not v or "error" in v or not f.recommendation.config:
+            return (2 if not v else 3, 0.0, 0.0)
+        return _gain_key(v)
+
+    for f in findings:
+        v = f.verified
+        if not v or "error" in v or not f.recommendation.config:
+            continue
+        st = v["step_time"]
+        if st.get("verdict") == "faster" and st["ratio"] <= MEASURED_GAIN and st["band"][1] < MEASURED_BAND:
+            if SEVERITIES.index(f.severity) < SEVERITIES.index("warning"):
+                f.severity = "warning"
+                f.recommendation.text += (f"; --verify measured it faster (x{st['ratio']:.2f}, noise {st['noise']:.0%}): "
+                                          "worth it for the step time too")
+        elif st.get("verdict") in ("slower", "within noise") and not v["memory_improved"]:
+            f.severity = "info"
+    findings.sort(key=lambda f: (bucket(f), sort_key(f)))
 
 
 def _measured(verified: dict) -> str:
     """The checked line's figures, from the verified record as the report's table prints it: one
     rounding for both (the line printed "noise 13%" from 0.12503, the table "noise 12%" from 0.125)."""
     st, ratio, noise = verified["step_time_ms"], verified["step_time_ratio"], verified["step_time_noise"]
-    step = (f"step {st[0]:,.1f} -> {st[1]:,.1f} ms (x{ratio:.2f}, noise {noise:.0%})" if ratio
+    step = (f"step {st[0]:,.1f} -> {st[1]:,.1f} ms (x{ratio:.2f}, noise {noise:.0%}), "
+            f"{verified['step_time']['rounds']} interleaved paired rounds" if ratio and "step_time" in verified
+            else f"step {st[0]:,.1f} -> {st[1]:,.1f} ms (x{ratio:.2f}, noise {noise:.0%})" if ratio
             else "step time not measured")
     pm, compiled = verified["peak_memory_bytes"], verified["compiled_required_bytes"]
     if pm[0] and pm[1]:

@@ -55,7 +55,7 @@ from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import ms, pct
 
-from advisor.remedies import Kind, Remedy, advice, severity
+from advisor.remedies import Kind, Remedy, advice, config_for, severity
 
 from ._common import bundled_config, dims, parameter_shapes, per_step
 from advisor.views import parallelism
@@ -148,6 +148,12 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
             "(remat=MLP+Attn) so only each block's input is stacked")
     source = next((str(ins.source) for _, ins in dus if ins.source), None)
     text, change = advice(profile, remedy, text, source)
+    alternatives = []
+    if remedy.kind is Kind.UNROLL_LAYERS and not rematted and change:   # the fix's other half: remat in the scan
+        alt = config_for(profile, Remedy(Kind.REMAT, "scanned_blocks"))
+        if alt:
+            alternatives.append({"config": alt, "text": "remat the blocks inside the scan (remat=MLP+Attn), so "
+                                 "only each block's input is stacked", "cost": _recompute_cost("the blocks'")})
     if over_time:
         text = ("the scan runs over time (a recurrence), not over layers, so unrolling is not the lever: "
                 + text + "; what is stacked is then the carried state of each time step")
@@ -180,6 +186,7 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
         recommendation=Recommendation(
             text=text,
             config=change,
+            alternatives=alternatives,
             remedy=remedy,
             expected=Expected("step_time", round(per_step_ns / 1e6, 3), "ms",
                               _expected_text(profile, remedy, per_step_ns, ops, stacked_shapes, devices)),

@@ -20,11 +20,47 @@ def test_verify_measures_each_change(tmp_path):
     assert rec["checked"] == "measured" and "re-run with --set model.remat=MLP+Attn" in rec["check"]
     # the checked line's figures are the record's, as the table prints them
     assert f"(x{remat['step_time_ratio']:.2f}, noise {remat['step_time_noise']:.0%})" in rec["check"]
+    # step time from the paired engine: a ratio with its band and noise, from interleaved rounds
+    assert remat["step_time"]["method"] == "interleaved" and remat["step_time"]["rounds"] >= 8
+    low, high = remat["step_time"]["band"]
+    assert low <= remat["step_time_ratio"] <= high
+    # the rule offers two fixes (unroll, or remat inside the scan): both measured, the best one kept
     scan = findings["scan-dynamic-update-slice"]["verified"]
-    assert scan["change"] == {"model.scan_layers": False}
+    tried = [scan, *scan["alternatives"]]
+    assert {"model.scan_layers": False} in [t["change"] for t in tried]
+    assert {"model.remat": ["MLP", "Attn"]} in [t["change"] for t in tried]
+    assert scan["step_time_ratio"] <= min(t["step_time_ratio"] for t in tried)
+    assert findings["scan-dynamic-update-slice"]["recommendation"]["config"] == scan["change"]
     # unrolling must compute the same function: same loss on the same parameters
-    assert scan["loss_match"] is True and scan["numerics"] == "same function"
-    assert isinstance(scan["improved"], bool) and scan["step_time_ratio"] > 0
+    unroll = next(t for t in tried if t["change"] == {"model.scan_layers": False})
+    assert unroll["loss_match"] is True and unroll["numerics"] == "same function"
+    assert isinstance(unroll["improved"], bool) and unroll["step_time_ratio"] > 0
+    # ranked by what was measured: the first finding measured is the one that measured fastest
+    measured = [f["verified"] for f in json.loads(proc.stdout)["runs"][0]["findings"] if f.get("verified")]
+    assert measured[0]["step_time_ratio"] == min(m["step_time_ratio"] for m in measured)
+
+
+def test_ranking_follows_the_measurement():
+    """rank_measured: a change measured faster goes first and is at least a warning; one measured
+    slower (that brought no memory) goes last, as info."""
+    from advisor.findings import Expected, Finding, Recommendation
+    from advisor.verification import rank_measured
+
+    def finding(rule, severity, ratio, band, verdict, memory=False):
+        rec = Recommendation("fix", Expected("step_time", 1.0, "ms", ""), "cost", config={"model.x": rule})
+        f = Finding(rule, severity, rule, {}, rec, impact=0.5)
+        f.verified = {"change": rec.config, "step_time_ratio": ratio, "peak_memory_ratio": None,
+                      "memory_improved": memory,
+                      "step_time": {"ratio": ratio, "band": band, "noise": 0.03, "verdict": verdict}}
+        return f
+
+    slow = finding("slow", "warning", 1.13, [1.1, 1.16], "slower")
+    fast = finding("fast", "info", 0.75, [0.72, 0.78], "faster")
+    unmeasured = Finding("plain", "warning", "plain", {}, Recommendation("x", Expected("step_time", None, "ms", ""), "c"), 0.9)
+    findings = [slow, unmeasured, fast]
+    rank_measured(findings)
+    assert [f.rule for f in findings] == ["fast", "plain", "slow"]
+    assert fast.severity == "warning" and slow.severity == "info"
 
 
 def test_preflight_turns_a_step_that_does_not_fit_into_a_finding(tmp_path):

@@ -140,29 +140,36 @@ def _verified(doc: dict, console: Console) -> None:
             layout.Col("peak memory", wrap=True), layout.Col("verdict", wrap=True), layout.Col("numerics", wrap=True)]
     cells = []
     for f in rows:
-        v = f["verified"]
-        change = terminal(" ".join(f"{k}={_value(x)}" for k, x in v["change"].items()))
-        if "error" in v:
-            cells.append([terminal(f["rule"]), change, "", "", terminal(v["error"], "red"), ""])
-            continue
-        st = v["step_time_ms"]
-        pm = v["peak_memory_bytes"]
-        step = f"{st[0]:,.1f} -> {st[1]:,.1f} ms (x{v['step_time_ratio']:.2f}, noise {v['step_time_noise']:.0%})"
-        req = v.get("compiled_required_bytes") or [None, None]
-        peak = (f"{mib(pm[0])} -> {mib(pm[1])} (x{v['peak_memory_ratio']:.2f})" if pm[0] and pm[1]
-                else f"{mib(req[0])} -> {mib(req[1])} (compiled)" if req[0] and req[1] else "n/a")
-        promised = v["promised"].replace("_", " ")
-        verdict = (Text.assemble(("verified", "green"), terminal(f": {promised} improved")) if v["improved"]
-                   else Text.assemble(("not verified", "yellow"), terminal(f": {promised} did not improve")))
-        loss = v["initial_loss"]
-        if v["bug"]:
-            numerics = Text(f"BUG: loss {loss[0]:.6f} -> {loss[1]:.6f}", style="red")
-        elif v["numerics"] == "same function":
-            numerics = f"same loss ({loss[0]:.6f})" if v["loss_match"] else "loss not recorded"
-        else:
-            numerics = f"changes numerics: loss {loss[0]:.6f} -> {loss[1]:.6f}"
-        cells.append([terminal(f["rule"]), change, step, peak, verdict, numerics])
-    layout.table(console, "verified: each change applied alone, re-run, measured", cols, cells)
+        for i, v in enumerate([f["verified"], *f["verified"].get("alternatives", [])]):
+            cells.append(_verified_row(f["rule"] if i == 0 else "  (also tried)", v))
+    layout.table(console, "verified: each change applied alone, re-run, measured (step time: interleaved paired "
+                          "rounds against the run as it is, noise: the ratio's 90% band)", cols, cells)
+
+
+def _verified_row(rule: str, v: dict) -> list:
+    change = terminal(" ".join(f"{k}={_value(x)}" for k, x in v["change"].items()))
+    if "error" in v:
+        return [terminal(rule), change, "", "", terminal(v["error"], "red"), ""]
+    st = v["step_time_ms"]
+    pm = v["peak_memory_bytes"]
+    step = (f"{st[0]:,.1f} -> {st[1]:,.1f} ms (x{v['step_time_ratio']:.2f}, noise {v['step_time_noise']:.0%})"
+            if v.get("step_time_ratio") else "not timed")
+    req = v.get("compiled_required_bytes") or [None, None]
+    peak = (f"{mib(pm[0])} -> {mib(pm[1])} (x{v['peak_memory_ratio']:.2f})" if pm[0] and pm[1]
+            else f"{mib(req[0])} -> {mib(req[1])} (compiled)" if req[0] and req[1] else "n/a")
+    promised = v["promised"].replace("_", " ")
+    timed = (v.get("step_time") or {}).get("verdict")
+    said = f"; step time {timed}" if timed and v["promised"] != "step_time" else ""
+    verdict = (Text.assemble(("verified", "green"), terminal(f": {promised} improved{said}")) if v["improved"]
+               else Text.assemble(("not verified", "yellow"), terminal(f": {promised} did not improve{said}")))
+    loss = v["initial_loss"]
+    if v["bug"]:
+        numerics = Text(f"BUG: loss {loss[0]:.6f} -> {loss[1]:.6f}", style="red")
+    elif v["numerics"] == "same function":
+        numerics = f"same loss ({loss[0]:.6f})" if v["loss_match"] else "loss not recorded"
+    else:
+        numerics = f"changes numerics: loss {loss[0]:.6f} -> {loss[1]:.6f}"
+    return [terminal(rule), change, step, peak, verdict, numerics]
 
 
 def _summary(doc: dict, console: Console) -> None:
@@ -307,7 +314,9 @@ def _findings(doc: dict, console: Console) -> None:
             console.print(Text(f"No findings: none of the {len(ran) or 'applicable'} rules for {doc['backend']} "
                                "saw a problem in this run.", style="green"))
         return
-    console.print(Text(f"{len(findings)} finding{'s' if len(findings) > 1 else ''}, by severity, most costly first:", style="bold"))
+    order = ("by measured gain (--verify: step time, then memory), the changes that did not help last"
+             if any(f.get("verified") for f in findings) else "by severity, most costly first")
+    console.print(Text(f"{len(findings)} finding{'s' if len(findings) > 1 else ''}, {order}:", style="bold"))
     for f in findings:
         head = Text()
         head.append(f"{f['severity']:<8}", style=_STYLE[f["severity"]])
