@@ -440,6 +440,32 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
         render(rows, layout.console())
 
 
+@main.command("tune")
+@click.argument("name")
+@click.option("--preset", default="tiny", show_default=True)
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Applied to every row (as run-workload's --set).")
+@click.option("--vary", multiple=True, metavar="KEY=V1,V2,...", help="Search these axes (as sweep's --vary) instead of "
+              "those the findings name (the workload is then not profiled first).")
+@click.option("--budget", type=click.FloatRange(min=0), default=180.0, show_default=True,
+              help="Seconds for timing the rows that fit; the rows left are reported as not timed.")
+@click.option("--device-memory", metavar="SIZE", help="The capacity the rows are compiled against (default: the "
+              "device's limit; on CPU the host's available memory).")
+@click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@cache_option
+@user_errors
+def tune_cmd(name, preset, overrides, vary, budget, device_memory, logdir, fmt):
+    """Search the settings the findings name together, drop the combinations that do not fit (compiled,
+    not run), time the others against the workload as given, and print the best that fits."""
+    from .settings import parse_size_flag
+    from .tune import tune
+    from .report import tune_text
+
+    doc = tune(name, preset, list(overrides), list(vary), logdir, budget,
+               parse_size_flag(device_memory, "--device-memory"), _progress(True))
+    tune_text.emit(doc, fmt, layout.console())
+
+
 @main.command()
 @click.option("--size", type=click.IntRange(min=64, max=16384), default=2048, show_default=True,
               help="The matmul benchmark's square size.")

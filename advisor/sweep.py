@@ -62,8 +62,38 @@ def run_grid(name: str, preset: str, base: list[str], rows: list[list[str]], log
                "findings": sorted(m.findings)}
         if first is None:
             first = row
-        row["step_time_ratio"] = round(row["step_time_ms"] / first["step_time_ms"], 4) if first["step_time_ms"] else None
         row["peak_memory_ratio"] = (round(row["peak_memory_bytes"] / first["peak_memory_bytes"], 4)
                                     if first["peak_memory_bytes"] and row["peak_memory_bytes"] else None)
+        row["overrides"] = items
         out.append(row)
+    _time_rows(name, preset, [r for r in out if "error" not in r], progress)
+    for row in out:
+        row.pop("overrides", None)
     return out
+
+
+def _time_rows(name: str, preset: str, rows: list[dict], progress: Callable[[str], None]) -> None:
+    """Step time ratios to the first row from the paired engine (advisor/timing.py): each row timed
+    against the first in interleaved rounds, the median paired ratio and its noise bound."""
+    from .timing import Reference
+
+    if not rows:
+        return
+    spec = lambda row: {"workload": name, "preset": preset, "overrides": row["overrides"]}  # noqa: E731
+    rows[0].update(step_time_ratio=1.0, step_time_noise=None)
+    if len(rows) == 1:
+        return
+    progress(f"sweep: timing {len(rows) - 1} row(s) against {rows[0]['config']}: interleaved paired rounds")
+    try:
+        with Reference(spec(rows[0])) as ref:
+            for row in rows[1:]:
+                try:
+                    m = ref.time(spec(row), row["config"], progress)
+                except AdvisorError as err:
+                    row.update(step_time_ratio=None, step_time_noise=None, timing_error=str(err))
+                    continue
+                row.update(step_time_ratio=round(m.ratio, 4), step_time_noise=round(m.noise, 4),
+                           step_time_paired=m.to_json())
+    except AdvisorError as err:
+        for row in rows[1:]:
+            row.update(step_time_ratio=None, step_time_noise=None, timing_error=str(err))

@@ -21,9 +21,12 @@ def render(rows: list[dict], console: Console) -> None:
         cells.append([
             terminal(r["config"]),
             f"{r['step_time_ms']:,.1f} ms (spread {r['step_time_spread']:.0%})",
-            f"x{r['step_time_ratio']:.2f}" if r["step_time_ratio"] else "n/a",
+            (f"x{r['step_time_ratio']:.2f}" + (f" ±{r['step_time_noise']:.0%}" if r.get("step_time_noise") is not None
+                                               else "")) if r.get("step_time_ratio") else r.get("timing_error", "n/a"),
             mib(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else "n/a",
             f"x{r['peak_memory_ratio']:.2f}" if r["peak_memory_ratio"] else "n/a",
             terminal(", ".join(r["findings"]) or "none"),
         ])
     layout.table(console, None, cols, cells)
+    console.print(terminal("step time: each row's profiled median (spread); vs first: interleaved paired rounds "
+                           "against the first row, the median ratio ± its noise bound (90% band)"))
