@@ -196,7 +196,8 @@ def _mesh_flag(text):
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @click.option("--verify", is_flag=True,
-              help="Apply each recommended config change alone, re-run, and report the measured gain.")
+              help="Apply each recommended config change (and each alternative) alone, re-run, time it against the "
+                   "run as it is in interleaved paired rounds, and rank the findings by the measured gain.")
 @click.option("--compile-check/--no-compile-check", "compile_advice", default=True, show_default=True,
               help="Compile the workload with each recommended config change before printing it (peak memory "
                    "from XLA's buffer assignment); a change the compiler refutes is not printed as a fix.")
