@@ -253,6 +253,10 @@ MIN_ROUNDS = 8          # ...from this many: two cycles of the four (reference, 
 MAX_ROUNDS = 24
 ROUND_MS = 300.0        # each side's share of a round: at least this long (steps from the warm-up step's time)
 MAX_ROUND_STEPS = 20
+# The least noise a measurement states: the rounds of one run cannot see how the machine's load
+# changes between runs, which moved back-to-back runs' ratios by 2 to 4% beside a busy core
+# (benchmarks/verify_noise.py, docs/benchmarks.md).
+NOISE_FLOOR = 0.025
 
 
 @dataclasses.dataclass
@@ -262,7 +266,7 @@ class Measured:
     ratio: the median of the rounds' paired ratios (candidate's fastest step over the reference's);
     low/high: its bootstrap 90% band, widened to cover the spread between the pairs of worker
     processes (each process's own offset, see Side); noise: the band's larger half-width over the
-    ratio, the figure printed beside it."""
+    ratio (at least NOISE_FLOOR), the figure printed beside it."""
     label: str
     ratio: float
     low: float
@@ -299,7 +303,8 @@ def summarize(timing: PairedTiming, label: str = "", steps: int = 0) -> Measured
     meds = [statistics.median(v) for v in by_pair.values() if len(v) >= 2]
     if len(meds) > 1:   # the pairs of processes disagree: the band must hold each pair's median
         low, high = min(low, min(meds)), max(high, max(meds))
-    noise = max(ratio - low, high - ratio) / ratio
+    noise = max(ratio - low, high - ratio, NOISE_FLOOR * ratio) / ratio
+    low, high = min(low, ratio * (1 - noise)), max(high, ratio * (1 + noise))
     base_ms = statistics.median(min(b) for b in timing.base)
     new_ms = statistics.median(min(n) for n in timing.new)
     return Measured(label, ratio, low, high, noise, base_ms, new_ms, len(ratios), steps, timing)
