@@ -29,6 +29,7 @@ from typing import Callable, Optional
 from .errors import AdvisorError
 from .memory_plan import as_overrides
 from .sweep import grid, label
+from .units import mib
 
 DEFAULT_BUDGET_S = 180.0
 MAX_ROWS = 64           # combinations compiled at most: narrow the grid with --vary beyond this
@@ -92,7 +93,7 @@ def tune(name: str, preset: str, base: list[str], vary: list[str], logdir: Path,
         raise AdvisorError(f"{len(rows)} combinations to compile (at most {MAX_ROWS}): "
                            f"narrow the grid with --vary ({' '.join(items)})")
     progress(f"tune: {len(rows)} combinations of {', '.join(i.split('=', 1)[0] for i in items)}; "
-             f"compiling each (pre-flight, nothing runs) against {cap / 2**30:.1f} GiB ({source})")
+             f"compiling each (pre-flight, nothing runs) against {mib(cap)} ({source})")
     out = []
     reference = None
     as_given = config
@@ -113,6 +114,8 @@ def tune(name: str, preset: str, base: list[str], vary: list[str], logdir: Path,
         out.append(entry)
     fitting = [r for r in out if r["fits"]]
     if reference is None or not reference["fits"]:
+        if reference is not None:
+            del reference["reference"]
         reference = min(fitting, key=lambda r: r["peak_memory_bytes"]) if fitting else None
         if reference is not None:
             reference["reference"] = True

@@ -10,7 +10,7 @@ from ..units import mib
 
 
 def render(doc: dict, console: Console) -> None:
-    cols = [layout.Col("config", wrap=True), layout.Col("step time", number=True), layout.Col("vs as given", number=True),
+    cols = [layout.Col("config", wrap=True), layout.Col("step time", number=True), layout.Col("vs reference", number=True),
             layout.Col("peak memory", number=True), layout.Col("fits", wrap=True)]
     cells = []
     for r in doc["rows"]:
@@ -19,13 +19,13 @@ def render(doc: dict, console: Console) -> None:
             ratio = "reference" if r.get("reference") else f"x{r['ratio']:.2f} ({r['verdict']})"
         else:
             step = "not run" if not r["fits"] else "not timed"
-            ratio = r.get("error") or r.get("not_timed") or ""
+            ratio = r.get("error") or r.get("not_timed") or ("reference" if r.get("reference") else "")
         peak = mib(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else "n/a"
         cells.append([terminal(r["config"]), terminal(step), terminal(ratio), peak,
                       "fits" if r["fits"] else terminal("does not fit" if r["peak_memory_bytes"] else "-", "red")])
     title = (f"tune {doc['workload']} ({doc['preset']}): {len(doc['rows'])} combinations, compiled against "
              f"{mib(doc['capacity_bytes'])} ({doc['capacity_source']}); step time: interleaved paired rounds "
-             "against the workload as given (noise: the ratio's 90% band)")
+             "against the reference, the workload as given where it fits (noise: the ratio's 90% band)")
     layout.table(console, terminal(title), cols, cells)
     if doc["not_timed"]:
         console.print(terminal(f"not timed (the --budget of {doc['budget_s']:.0f} s was spent): "
@@ -35,8 +35,9 @@ def render(doc: dict, console: Console) -> None:
         console.print(terminal("best: none timed (no combination fits, or none could run)", "yellow"))
         return
     flags = " ".join(f"--set {i}" for i in best["set"]) or "(the workload as given)"
-    said = ("the workload as given measured fastest" if best.get("reference")
-            else f"x{best['ratio']:.2f} ±{best['noise']:.0%} of the step as given ({best['verdict']}), "
+    said = ("the only combination that fits (nothing to time it against)" if best.get("step_time_ms") is None
+            else "the reference measured fastest" if best.get("reference")
+            else f"x{best['ratio']:.2f} ±{best['noise']:.0%} of the reference step ({best['verdict']}), "
                  f"peak {mib(best['peak_memory_bytes'])}")
     console.print(terminal(f"best that fits: {best['config']}: {said}", "bold"))
     console.print(terminal(f"    {flags}"))
