@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 from .compare import compare, metrics
 from .compile_check import MEMORY_GAIN, refute, run_metadata, sets
 from .engine import analyze_path
+from .findings import Expected
 from .job import Analysis
 from .memory_plan import as_overrides
 from .remedies import CHANGES_NUMERICS
@@ -177,6 +178,12 @@ def _keep_best(finding, tried: list[dict], records: list[dict]) -> None:
                 {"config": rec.config, "text": rec.text, "cost": rec.cost}]
             rec.text = f"{alt['text']} (measured best of {len(tried)}: {'; '.join(_short(r) for r in (records[i] for i in order))})"
             rec.config, rec.cost = alt["config"], alt["cost"]
+            won = records[best]
+            if won.get("step_time_ratio"):     # the estimate was the first change's: say what this one measured
+                st = won["step_time_ms"]
+                rec.expected = Expected("step_time", round(st[0] - st[1], 3), "ms",
+                                        f"measured: {st[0]:,.1f} -> {st[1]:,.1f} ms per step (x{won['step_time_ratio']:.2f}, "
+                                        f"noise {won['step_time_noise']:.0%})")
     v = finding.verified
     figures = _measured(v) if "error" not in v else v["error"]
     others = "".join(f"; also tried {sets(r['change'])}: {_short(r)}" for r in v.get("alternatives", []))
