@@ -259,6 +259,11 @@ def _serve(spec: dict) -> None:
                                    " intra_op_parallelism_threads=1").strip()
     import jax
 
+    if "entry" in spec:     # the user's own step, FILE.py:FUNCTION or module:function (advisor/entry.py)
+        from advisor.entry import timed_step
+        _answer(timed_step(spec))
+        return
+
     from advisor import workloads
     from advisor.runner import compile_abstract
     from advisor.workloads.train import zero_metrics
@@ -297,6 +302,21 @@ def _serve(spec: dict) -> None:
             ms.append(round((time.perf_counter() - t0) * 1e3, 3))
             del out, state, metrics
         print(json.dumps({"ms": ms}), flush=True)
+
+
+def _answer(timed) -> None:
+    """Warm up, say ready, then answer each `{"steps": K}` with the wall time of K calls of `timed()` (ms)."""
+    import jax
+
+    from advisor import compile_cache
+
+    for _ in range(WARMUP_STEPS):
+        timed()
+    cache = compile_cache.counts()
+    print(json.dumps({"ready": True, "backend": jax.devices()[0].platform,
+                      "programs": {"compiled": cache["misses"], "loaded": cache["hits"]}}), flush=True)
+    for line in sys.stdin:
+        print(json.dumps({"ms": [timed() for _ in range(int(json.loads(line)["steps"]))]}), flush=True)
 
 
 def main(argv: Sequence[str]) -> int:
