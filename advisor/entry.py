@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional, Sequence
 from .errors import AdvisorError
 
 PROFILED_STEPS = 3
+WORKER_ENV = "ADVISOR_ENTRY_WORKER"     # set in the children that load the user's file
 
 
 class EntryError(AdvisorError):
@@ -126,6 +127,8 @@ def _fresh_args(step: Callable, args) -> Callable[[], Any]:
     import jax
 
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+    if any(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree_util.tree_leaves(args)):
+        raise EntryError("the step's args are jax.ShapeDtypeStruct: timing runs the step, give arrays")
 
     def prepare() -> Callable[[], Any]:
         copy = jax.block_until_ready(jax.tree_util.tree_map(
@@ -155,6 +158,7 @@ def timed_step(spec_: dict) -> Callable[[], float]:
 
     from . import compile_cache
 
+    os.environ[WORKER_ENV] = "1"     # advisor.verify(time=True) at the file's top level: refused, not recursive
     os.chdir(spec_.get("cwd") or ".")
     text = spec_["entry"]
     folder = compile_cache.untraced_dir()
@@ -180,6 +184,7 @@ def timed_step(spec_: dict) -> Callable[[], float]:
 def profile(spec_: dict, logdir: Path, steps: int = PROFILED_STEPS) -> Path:
     """In the child: one step to compile (not profiled), then `steps` steps under jax.profiler,
     each in a step annotation; the run folder beside the memory profile and advisor_run.json."""
+    os.environ[WORKER_ENV] = "1"
     os.chdir(spec_.get("cwd") or ".")
     text = spec_["entry"]
     with contextlib.redirect_stdout(sys.stderr):      # stdout carries the answer

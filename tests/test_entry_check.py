@@ -181,3 +181,28 @@ def test_the_workflow_fails_a_model_made_1_3_times_slower_beside_a_busy_core(tmp
     assert check["run"]["summary"]["run"]["entry"].endswith("head/train.py:make_step")
     assert check["base_run"]["summary"]["run"]["entry"].endswith("base/train.py:make_step")
     assert check["comparison"]["base"]["peak_memory_bytes"] < check["comparison"]["new"]["peak_memory_bytes"]
+
+
+@pytest.mark.slow
+def test_verify_times_a_change_on_the_users_code(isolated_imports):
+    """advisor.verify(make_step, changes, time=True): compiled, then timed in paired rounds by workers
+    that load make_step from its file; one more hidden layer measures slower (its band above 1)."""
+    import advisor
+    from advisor import entry
+
+    make_variant = entry.load(f"{PROJECT / 'train.py'}:make_variant")
+    (check,) = advisor.verify(make_variant, [{"extra_layers": 1}], time=True)
+    assert check.bytes > check.base_bytes
+    t = check.step_time
+    assert t["method"] == "interleaved" and t["rounds"] >= 8 and t["band"][0] > 1.0, t
+    assert "step time x" in check.text and check.to_json()["checked"] == "measured"
+
+
+def test_verify_time_refuses_a_step_it_cannot_load_from_a_file():
+    import advisor
+    from advisor.errors import AdvisorError
+
+    def make_step():
+        return (lambda x: x), (1.0,)
+    with pytest.raises(AdvisorError, match="define it at the top of a .py file"):
+        advisor.verify(make_step, [{}], time=True)

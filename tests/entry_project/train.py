@@ -48,3 +48,23 @@ def make_step():
         state["params"], state["opt_state"], loss = step(state["params"], state["opt_state"], x, y)
         return loss
     return one_step
+
+
+def make_variant(extra_layers=0):
+    """advisor.verify's shape: (step, args) for the model with `extra_layers` more hidden layers; each
+    timed call runs the donating step on a fresh copy of the state."""
+    model = MLP(LAYERS + extra_layers)
+    kx, kp = jax.random.split(jax.random.PRNGKey(0))
+    x = jax.random.normal(kx, (BATCH, FEATURES))
+    y = jnp.arange(BATCH) % 10
+    params = model.init(kp, x)
+    tx = optax.adam(1e-3)
+
+    def train_step(params, opt_state, x, y):
+        def loss_fn(p):
+            return optax.softmax_cross_entropy_with_integer_labels(model.apply(p, x), y).mean()
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return jax.jit(train_step, donate_argnums=(0, 1)), (params, tx.init(params), x, y)
