@@ -62,8 +62,8 @@ def spec(text: str, root: Path) -> dict:
         path = (root / where).resolve()
         if not path.is_file():
             raise EntryError(f"{text}: no such file {path}")
-        return {"entry": f"{path}:{name}", "cwd": str(root)}
-    return {"entry": f"{where}:{name}", "cwd": str(root)}
+        return {"entry": f"{path}:{name}", "cwd": str(root), "name": text}
+    return {"entry": f"{where}:{name}", "cwd": str(root), "name": text}
 
 
 # --- in the child: load and run the user's code ------------------------------------------------
@@ -99,7 +99,7 @@ def load(text: str) -> Callable:
             raise EntryError(f"{text}: importing {where} raised {_one_line(err)}") from None
     fn = getattr(module, name, None)
     if fn is None:
-        raise EntryError(f"{text}: no function {name} in {where}")
+        raise EntryError(f"{text}: no function {name} in {Path(where).name if is_file(where) else where}")
     if not callable(fn):
         raise EntryError(f"{text}: {name} is a {type(fn).__name__}, not a function")
     return fn
@@ -311,12 +311,17 @@ def _last_json(stdout: str) -> dict:
     return {}
 
 
+def shown(err: EntryError, spec_: dict) -> str:
+    """The error with the entry as the user wrote it (relative to the side's folder), not resolved."""
+    return str(err).replace(spec_["entry"], spec_.get("name") or spec_["entry"])
+
+
 def main(argv: Sequence[str]) -> int:
     try:
         spec_ = json.loads(argv[0])
         run_dir = profile(spec_, Path(spec_["logdir"]), int(spec_.get("steps", PROFILED_STEPS)))
     except EntryError as err:
-        print(json.dumps({"error": str(err)}), flush=True)
+        print(json.dumps({"error": shown(err, spec_)}), flush=True)
         return 2
     except Exception as err:  # noqa: BLE001 - the parent shows it as one line
         print(json.dumps({"error": _one_line(err)}), flush=True)

@@ -36,7 +36,7 @@ def test_entry_forms_and_their_bad_input(tmp_path):
     with pytest.raises(entry.EntryError, match="no such file"):
         entry.spec("missing.py:make_step", tmp_path)
     s = entry.spec("train.py:make_step", PROJECT)
-    assert s == {"entry": f"{PROJECT / 'train.py'}:make_step", "cwd": str(PROJECT)}
+    assert s == {"entry": f"{PROJECT / 'train.py'}:make_step", "cwd": str(PROJECT), "name": "train.py:make_step"}
     assert entry.spec("pkg.train:make_step", tmp_path)["entry"] == "pkg.train:make_step"
 
 
