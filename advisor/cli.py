@@ -303,11 +303,17 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
 @main.command("check")
 @click.argument("path", required=False, callback=_trace_path)
 @click.option("--workload", metavar="NAME", help="Run this bundled workload and check it (instead of PATH).")
+@click.option("--entry", metavar="FILE.py:FUNCTION",
+              help="Profile and check your own training step (instead of PATH): FUNCTION takes no arguments and "
+                   "returns a callable that runs one step (docs/check.md); or module:function.")
+@click.option("--base-dir", type=click.Path(path_type=Path), metavar="DIR",
+              help="With --entry: a checkout of the base branch; the same entry relative to it is profiled and "
+                   "timed against this one, interleaved.")
 @click.option("--preset", default="tiny", show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--steps", type=int, default=None)
 @click.option("--logdir", type=click.Path(path_type=Path), default=None,
-              help="Where --workload writes its trace (default: a temporary folder, removed after).")
+              help="Where --workload or --entry writes its trace (default: a temporary folder, removed after).")
 @click.option("--baseline", type=click.Path(path_type=Path), help="Compare with this baseline file.")
 @click.option("--write-baseline", type=click.Path(path_type=Path), help="Create or update this baseline file.")
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error", show_default=True,
@@ -322,7 +328,7 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
                    "the peak is the device table's, or --peak-flops/--peak-bandwidth, or advisor calibrate's.")
 @click.option("--base-python", metavar="PATH",
               help="Time the base side with this interpreter (another checkout's venv with advisor installed), "
-                   "interleaved with this one (needs --workload).")
+                   "interleaved with this one (needs --workload or --entry).")
 @click.option("--rounds", type=click.IntRange(3, 100), default=8, show_default=True,
               help="Interleaved timing rounds (base, candidate); doubled once when undecided.")
 @click.option("--round-steps", type=click.IntRange(1, 100), default=2, show_default=True,
@@ -339,16 +345,17 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
 @peak_options
 @cache_option
 @user_errors
-def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_baseline, fail_on,
+def check_cmd(path, workload, entry, base_dir, preset, overrides, steps, logdir, baseline, write_baseline, fail_on,
               max_step_time_regression, max_memory_regression, min_mfu, base_python, rounds, round_steps,
               strict_time, allow_partial, junit, sarif, html_out, fmt, select, ignore, option, device_memory,
               peak_flops, peak_bandwidth):
     """Pre-merge check: fail when the training step got slower, heavier, or gained a known anti-pattern.
 
     \b
-    Checks PATH (one run), or runs --workload itself. With --workload and a baseline that
-    records its workload (or --base-python), step time is measured for both sides in this
-    job, interleaved, and judged on the paired ratios: load that slows both sides cancels.
+    Checks PATH (one run), or runs --workload, or your own step (--entry FILE.py:FUNCTION)
+    itself. With --workload and a baseline that records its workload (or --base-python), or
+    --entry with --base-dir (the base branch's checkout), step time is measured for both sides in
+    this job, interleaved, and judged on the paired ratios: load that slows both sides cancels.
     Against a baseline recorded at another moment, a slower step time that the machine's
     noise could explain is a warning ("not judged"), a failure with --strict-time.
     Exit codes:
@@ -364,11 +371,15 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     from .job import Job
     from .report import ci
 
-    if bool(path) == bool(workload):
-        raise AdvisorError("give either a trace PATH or --workload NAME to check")
-    if base_python and not workload:
-        raise AdvisorError("--base-python times the base side by running it: give --workload NAME too")
-    if not baseline and not write_baseline and not base_python and min_mfu is None:
+    if sum(map(bool, (path, workload, entry))) != 1:
+        raise AdvisorError("give one of a trace PATH, --workload NAME or --entry FILE.py:FUNCTION to check")
+    if base_python and not (workload or entry):
+        raise AdvisorError("--base-python times the base side by running it: give --workload NAME or --entry too")
+    if base_dir is not None and not entry:
+        raise AdvisorError("--base-dir holds the base side of --entry FILE.py:FUNCTION: give --entry too")
+    if base_dir is not None and baseline:
+        raise AdvisorError("--base-dir profiles the base side, which is then the baseline: drop --baseline")
+    if not baseline and not write_baseline and not base_python and base_dir is None and min_mfu is None:
         raise AdvisorError("give --baseline FILE to compare with, or --write-baseline FILE to create one "
                            "(or --min-mfu to judge efficiency alone)")
     refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out, "--write-baseline": write_baseline},
@@ -382,7 +393,7 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
         check.parse_percent(max_step_time_regression, "--max-step-time-regression"),
         check.parse_percent(max_memory_regression, "--max-memory-regression"),
         check.parse_percent(min_mfu, "--min-mfu") if min_mfu is not None else None,
-        base_python, rounds, round_steps, strict_time, allow_partial)
+        base_python, rounds, round_steps, strict_time, allow_partial, entry, base_dir)
     result = check.run(request, _progress(True), lambda line: _err.print(terminal(line)))
     if result is None:      # the baseline written: nothing to judge
         sys.exit(0)
@@ -393,14 +404,15 @@ def check_cmd(path, workload, preset, overrides, steps, logdir, baseline, write_
     if html_out:
         from .report.html import render_report
         label = (f"{workload} ({preset}) {' '.join(request.items)}".strip() if workload and logdir is None
-                 else result.path)      # a temporary folder is not named
+                 else entry if entry and logdir is None else result.path)      # a temporary folder is not named
         write_text(html_out, render_report([result.document], label, "check", check=result))
     ci.github(result)
     if fmt == "json":
         from .report.json_report import dumps, envelope
         warnings = list(result.document["run"]["warnings"])
         warnings += [c.message for c in result.checks if c.passed and c.message.startswith("step time not judged")]
-        inputs = [result.path] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else [])
+        inputs = [result.path] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else []) \
+            + ([str(base_dir)] if base_dir is not None else [])
         click.echo(dumps(envelope("check", inputs, {"check": result.to_json()}, warnings)))
     else:
         from .report.check_text import render

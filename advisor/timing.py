@@ -390,9 +390,14 @@ def _serve(spec: dict) -> None:
 
     from advisor import compile_cache
 
-    # The one dispatch point: what a spec names to time (a bundled workload), built into `timed()`,
-    # which runs one step and returns its wall time in ms.
-    timed = _workload_step(spec)
+    # The one dispatch point: what a spec names to time (a bundled workload, or the user's own step,
+    # FILE.py:FUNCTION or module:function: advisor/entry.py), built into `timed()`, which runs one
+    # step and returns its wall time in ms.
+    if "entry" in spec:
+        from advisor.entry import timed_step
+        timed = timed_step(spec)
+    else:
+        timed = _workload_step(spec)
     warm = [timed() for _ in range(WARMUP_STEPS)]
     cache = compile_cache.counts()
     print(json.dumps({"ready": True, "backend": jax.devices()[0].platform, "warm_ms": warm[-1],

@@ -281,6 +281,7 @@ class Check:
     base_bytes: int          # device memory the step needs today (arguments + outputs - aliased + temporaries)
     bytes: Optional[int]     # ... with the change; None where it did not compile
     error: Optional[str] = None
+    step_time: Optional[dict] = None   # time=True: {"method", "ratio", "band", "rounds", "base_ms", "new_ms"}
 
     @property
     def improved(self) -> bool:
@@ -292,11 +293,17 @@ class Check:
         if self.bytes is None:
             return f"{label}: does not compile: {self.error}"
         verdict = "less memory" if self.improved else "no less memory"
-        return f"{label}: compiled, {mib(self.base_bytes)} -> {mib(self.bytes)}: {verdict}"
+        text = f"{label}: compiled, {mib(self.base_bytes)} -> {mib(self.bytes)}: {verdict}"
+        t = self.step_time
+        if t:
+            text += (f"; step time x{t['ratio']:.2f} (90% band x{t['band'][0]:.2f}-x{t['band'][1]:.2f}, "
+                     f"{t['base_ms']:,.1f} -> {t['new_ms']:,.1f} ms, median of {t['rounds']} interleaved rounds)")
+        return text
 
     def to_json(self) -> dict:
         return {"change": self.change, "base_bytes": self.base_bytes, "bytes": self.bytes,
-                "improved": self.improved, "error": self.error, "checked": "compiled"}
+                "improved": self.improved, "error": self.error,
+                "checked": "measured" if self.step_time else "compiled", "step_time": self.step_time}
 
     def __repr__(self) -> str:
         return f"<advisor.Check {self.text}>"
@@ -314,13 +321,21 @@ def _required(fn: Callable, args: Iterable[Any]) -> int:
                + ma.temp_size_in_bytes)
 
 
-def verify(make_step: Callable[..., tuple], changes: Union[dict, Iterable[dict]]) -> list[Check]:
+def verify(make_step: Callable[..., tuple], changes: Union[dict, Iterable[dict]], time: bool = False,
+           rounds: int = 8, round_steps: int = 2, progress: Callable[[str], None] = lambda m: None) -> list[Check]:
     """Check recommended changes on your own code by compiling it with and without each one.
 
     make_step(**change) returns `(step, args)`: the step function (jitted or not; a jitted one keeps
     its donate_argnums) and its arguments (arrays or jax.ShapeDtypeStruct pytrees); called with no
-    keyword for the step as it is today. Nothing runs: each variant is compiled and its memory read
-    from XLA's buffer assignment.
+    keyword for the step as it is today. Each variant is compiled and its memory read from XLA's
+    buffer assignment.
+
+    time=True also measures each variant's step time against today's: make_step must then be a
+    function at the top of a .py file (the timing workers load that file by its path, as `advisor
+    check --entry` does, with the calls to verify under `if __name__ == "__main__":`), its args
+    arrays and the change's values JSON; each side runs in worker processes, in interleaved rounds
+    (`rounds` of `round_steps` steps each, more when undecided: advisor/timing.py), every step on a
+    fresh copy of the args. The ratio is the median of the rounds' paired ratios, with its band.
     """
     changes = [changes] if isinstance(changes, dict) else list(changes)
     fn, args = make_step()
@@ -332,4 +347,51 @@ def verify(make_step: Callable[..., tuple], changes: Union[dict, Iterable[dict]]
             out.append(Check(dict(change), base, _required(fn, args)))
         except Exception as exc:  # noqa: BLE001 - a variant that does not compile is the answer, not a crash
             out.append(Check(dict(change), base, None, f"{type(exc).__name__}: {str(exc).splitlines()[0]}"))
+    if time:
+        base_spec = _entry_spec(make_step)
+        for check in out:
+            if check.bytes is not None:
+                check.step_time = _time_change(base_spec, check.change, rounds, round_steps, progress)
     return out
+
+
+def _entry_spec(make_step: Callable) -> dict:
+    """The spec a timing worker loads make_step from (advisor/entry.py): its file, by path."""
+    import inspect
+    import json
+    import os
+
+    from .entry import WORKER_ENV
+    from .errors import AdvisorError
+
+    if os.environ.get(WORKER_ENV):
+        raise AdvisorError("advisor.verify(time=True) was called while a timing worker loaded your file: put "
+                           "the call under `if __name__ == \"__main__\":`")
+    try:
+        path = inspect.getsourcefile(make_step)
+    except TypeError:
+        path = None
+    name = getattr(make_step, "__qualname__", "")
+    if not path or not os.path.isfile(path) or not name.isidentifier():
+        raise AdvisorError("verify(time=True) times make_step in worker processes that load it from its file: "
+                           "define it at the top of a .py file (not in a notebook cell, a lambda or a function)")
+    spec = {"entry": f"{os.path.abspath(path)}:{name}", "cwd": os.getcwd()}
+    json.dumps(spec)
+    return spec
+
+
+def _time_change(base_spec: dict, change: dict, rounds: int, round_steps: int, progress) -> dict:
+    import statistics
+
+    from .timing import measure, paired_verdict, start_sides
+
+    sides = start_sides(base_spec, {**base_spec, "kwargs": dict(change)})
+    try:
+        timing = measure(*sides, 0.0, rounds, round_steps, progress)
+    finally:
+        for side in sides:
+            side.close()
+    v = paired_verdict(timing, 0.0)
+    return {"method": "interleaved", "ratio": round(v.ratio, 4), "band": [round(v.low, 4), round(v.high, 4)],
+            "rounds": v.rounds, "base_ms": round(statistics.median(min(b) for b in timing.base), 3),
+            "new_ms": round(statistics.median(min(n) for n in timing.new), 3)}

@@ -23,6 +23,18 @@ def workload(profile: Profile) -> Optional[str]:
     return profile.run_metadata.get("workload") or None
 
 
+# What measures a change's step time on the user's own code (a trace not recorded by a bundled
+# workload, whose config run-workload --verify cannot vary): advisor.verify times the step with and
+# without the change, advisor check --entry times the pull request against its base branch.
+YOUR_CODE_MEASURES = "on your code, advisor.verify(make_step, changes, time=True) or advisor check --entry"
+
+
+def measured_by(profile: Profile, bundled: str) -> str:
+    """Who measures a change's step time: `bundled` (run-workload --verify's words) for a bundled
+    workload's run, the user's own tools for the user's trace."""
+    return bundled if workload(profile) else YOUR_CODE_MEASURES
+
+
 def per_step(profile: Profile, total_ns: float) -> float:
     """A total over the profiled window, divided by the number of steps (1 when unknown)."""
     return total_ns / max(len(profile.steps), 1)

@@ -66,7 +66,8 @@ from advisor.units import flop, mib, ms, pct
 
 from advisor.remedies import Kind, Remedy, advice, buys, severity
 
-from ._common import activations, heterogeneous_layers, is_training_step, kept_by_remat, layers_in, source_of
+from ._common import (activations, heterogeneous_layers, is_training_step, kept_by_remat, layers_in, measured_by,
+                      source_of)
 
 
 def scanned(profile: Profile, acts) -> bool:
@@ -154,20 +155,20 @@ def recompute_cost(profile: Profile) -> str:
     text = "the rematted blocks' forward pass runs again during the backward pass"
     ops = ops_view.of(profile)
     if ops is None:
-        return text + " (more work; --verify measures the step time)"
+        return text + f" (more work; {measured_by(profile, '--verify')} measures the step time)"
     per = max(ops.steps, 1)
     flops = sum(r.flops for r in ops.rows if r.matmul and r.flops) / per
     time = sum(r.time_ns for r in ops.rows if r.matmul and r.flops) / per
     if not flops or not time:
-        return text + " (more work; --verify measures the step time)"
+        return text + f" (more work; {measured_by(profile, '--verify')} measures the step time)"
     text += (f": about {flop(flops / 3)} per step recomputed, a third of the step's {flop(flops)} of matmuls "
              f"(forward 1, backward 2), {ms(time / 3)} at the step's measured matmul rate if nothing else changed")
     if profile.backend in ("gpu", "tpu"):
         text += ("; on a GPU the activations it no longer writes and reads back can repay that (the seed "
                  "Transformer on one H100: step x0.77 with remat of MLP and attention, measured by --verify): "
-                 "run-workload --verify measures it")
+                 f"{measured_by(profile, 'run-workload --verify')} measures it")
     else:
-        text += "; run-workload --verify measures the step time"
+        text += f"; {measured_by(profile, 'run-workload --verify')} measures the step time"
     return text
 
 

@@ -38,7 +38,7 @@ from advisor.rule import Rule
 from advisor.remedies import Kind, Remedy, advice
 from advisor.units import mib, pct
 
-from ._common import activations, bundled_config, kept_by_remat, workload
+from ._common import activations, bundled_config, kept_by_remat, measured_by, workload
 
 _MARK = "rematted_computation/"
 
@@ -103,7 +103,7 @@ def check(profile: Profile, max_saving_share: float = 0.1):
             remedy=remedy,
             expected=Expected("step_time", None, "ms",
                               "less recompute scheduling overhead (the tutorial: 0.96 s -> 0.91 s per step); "
-                              "run-workload --verify measures it here"),
+                              f"{measured_by(profile, 'run-workload --verify')} measures it here"),
             cost=f"about {mib(extra)} more peak memory",
         ),
         impact=0.05,

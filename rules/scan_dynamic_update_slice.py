@@ -57,7 +57,7 @@ from advisor.units import ms, pct
 
 from advisor.remedies import Kind, Remedy, advice, config_for, severity
 
-from ._common import bundled_config, dims, parameter_shapes, per_step
+from ._common import bundled_config, dims, measured_by, parameter_shapes, per_step
 from advisor.views import parallelism
 
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies
@@ -81,12 +81,14 @@ def _expected_text(profile: Profile, remedy: Remedy, copies_ns: float, ops, stac
                 "and lets XLA fuse across layers (the tutorial's bfloat16 row on one H100: 201 -> 115 ms per step "
                 "unrolled, where the copies took 31.7 ms)")
     return (f"about {ms(copies_ns)} per step, the measured time of the stacking copies{also}; on a CPU the larger "
-            "unrolled program can also run slower, so this is an estimate: --verify measures the step")
+            f"unrolled program can also run slower, so this is an estimate: {measured_by(profile, '--verify')} "
+            "measures the step")
 
 
-def _recompute_cost(whose: str) -> str:
+def _recompute_cost(whose: str, profile: Profile) -> str:
     return (f"{whose} forward runs again in the backward pass: more work (its FLOPs again), though not "
-            "always more step time (fewer activations stored and read back): --verify measures it")
+            f"always more step time (fewer activations stored and read back): {measured_by(profile, '--verify')} "
+            "measures it")
 
 
 def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.10):
@@ -191,8 +193,8 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
             expected=Expected("step_time", round(per_step_ns / 1e6, 3), "ms",
                               _expected_text(profile, remedy, per_step_ns, ops, stacked_shapes, devices)),
             cost=("compile time grows with the layer count, and the HLO is larger" if remedy.kind is Kind.UNROLL_LAYERS
-                  else _recompute_cost("the cell's") if over_time
-                  else _recompute_cost("the stage step's" if in_schedule else "the blocks'")),
+                  else _recompute_cost("the cell's", profile) if over_time
+                  else _recompute_cost("the stage step's" if in_schedule else "the blocks'", profile)),
         ),
         impact=share,
         source=source,

@@ -45,7 +45,7 @@ from advisor.rule import Rule
 from advisor.remedies import Kind, Remedy, advice
 from advisor.units import mib
 
-from ._common import activations, bundled_config
+from ._common import activations, bundled_config, measured_by
 
 
 def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] = None):
@@ -100,7 +100,7 @@ def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] =
                               ("faster updates (one call per update instead of " + str(n) + "); one trace cannot "
                                "measure how much: time both with advisor.trace" if across_calls else
                                "faster steps (no per-minibatch loop); one trace cannot measure how much: "
-                               "run-workload --verify measures it")),
+                               f"{measured_by(profile, 'run-workload --verify')} measures it")),
             cost=f"about {mib(full_batch_peak - memory.peak_bytes)} more peak memory",
         ),
         impact=0.1,

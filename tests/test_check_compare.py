@@ -294,6 +294,24 @@ def test_recorded_baseline_verdicts():
     assert c.passed and "load 0.90 per core" in c.message
 
 
+def test_recorded_baseline_slowdown_far_beyond_the_noise_fails():
+    """A user's recorded traces (issue 38): 231 -> 792 ms per step (x3.43), steps spread 44%, budget
+    10%. The steps are not comparable, but no disturbance that size explains x3.43: a regression.
+    Inside the band the disturbance explains, the step time stays not judged."""
+    from advisor.check import StepTimeEvidence, noise_band, recorded_time_check
+    ev = StepTimeEvidence()
+    slowed = _comparison([231.0, 231.0, 231.0], [600.0, 792.0, 948.0])
+    assert round(slowed.noise, 2) == 0.44 and round(slowed.step_time_ratio, 2) == 3.43
+    c = recorded_time_check(slowed, 0.10, ev, False)
+    assert not c.passed and c.level == "error"
+    assert "could explain up to x2.28" in c.message and "spread 44%" in c.message
+    assert noise_band(0.44, [792.0], None, 0.10) == pytest.approx(1.1 * 1.44 ** 2)
+    # x2.0 with the same spread: within what the disturbance explains, not judged
+    inside = _comparison([231.0, 231.0, 231.0], [350.0, 462.0, 553.0])
+    c = recorded_time_check(inside, 0.10, ev, False)
+    assert c.passed and c.level == "warning" and "not judged" in c.message and "within the x2.2" in c.message
+
+
 def test_each_side_uses_its_workers_in_turns_over_every_combination():
     from advisor.timing import Side, interleave
     base = Side([_FakeWorker(100.0), _FakeWorker(110.0)])            # one base process 10% slower

@@ -3,6 +3,8 @@
 Fixtures: the tiny Transformer (float32, 4 layers) recorded by fixtures/record.py.
 """
 
+import json
+
 import pytest
 
 from conftest import FIXTURES, analyze_json, rule_ids
@@ -227,3 +229,18 @@ def test_copies_in_most_steps_recur_and_a_one_off_copy_does_not():
     assert len(recurring(copies(3), 4)) == 3
     assert recurring(copies(2), 4) == [] and recurring(copies(1), 4) == []
     assert len(recurring(copies(4, 2**25) + copies(1, 2**30), 4)) == 4    # the one-off size left out
+
+
+def test_advice_on_a_users_trace_names_what_the_user_can_run():
+    """run-workload --verify re-runs a bundled workload's config; on a user's own trace it cannot run.
+    There the advice names advisor.verify(..., time=True) and advisor check --entry (issue 38)."""
+    from conftest import analyze_json
+
+    def texts(name):
+        doc = analyze_json(FIXTURES / name)["runs"][0]
+        return [json.dumps(f["recommendation"]) for f in doc["findings"]]
+
+    user = [t for name in ("corpus/nnx_mlp_adamw", "corpus/rnn_scan_time", "gpu_scan") for t in texts(name)]
+    assert not any("run-workload" in t or "--verify measures" in t for t in user)   # "measured by --verify": a citation
+    assert sum("advisor.verify(make_step, changes, time=True) or advisor check --entry" in t for t in user) >= 3
+    assert any("--verify measures" in t for t in texts("transformer_scan"))     # a bundled workload's run

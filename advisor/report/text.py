@@ -184,7 +184,10 @@ def _summary(doc: dict, console: Console) -> None:
         r = s["run"]
         params = f", {r['num_params']:,} parameters" if r.get("num_params") else ""
         sets = "".join(f" {k}={v}" for k, v in (r.get("settings") or {}).items())
-        _row(table, "workload", f"{r.get('workload')} (preset {r.get('preset')}){sets}{params}")
+        if r.get("entry"):      # the user's own step (advisor check --entry)
+            _row(table, "entry", str(r["entry"]))
+        else:
+            _row(table, "workload", f"{r.get('workload')} (preset {r.get('preset')}){sets}{params}")
     if doc["path"] is None:
         _row(table, "step time", "not run")
     elif s["step_time_ms"] is not None:

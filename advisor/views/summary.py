@@ -156,7 +156,7 @@ def _build(profile: Profile) -> dict[str, Any]:
     if view is not None:
         out["parallelism"] = view.to_json()
     if meta:
-        out["run"] = {k: meta.get(k) for k in ("workload", "preset", "backend", "device_kind", "num_params",
+        out["run"] = {k: meta.get(k) for k in ("workload", "preset", "entry", "backend", "device_kind", "num_params",
                                                "compile_s", "compile_cache", "step_wall_ms_median", "step_wall_ms")
                       if meta.get(k) is not None}
         if meta.get("workload"):       # what this run set beyond its preset: how its label names it
