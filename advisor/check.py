@@ -254,11 +254,11 @@ def _name_grown_op(c: Check, ops) -> None:
 
 def _grown(op, what: str) -> str:
     if what == "time":
-        change, figures = op.time, f"{op.base_ms:,.2f} -> {op.new_ms:,.2f} ms per step"
+        ratio = f" (x{op.time_ratio:.2f})" if op.time_ratio is not None else ""
+        figures = f"{op.base_ms:,.2f} -> {op.new_ms:,.2f} ms per step{ratio}"
     else:
-        change, figures = op.memory, (f"{mib(op.base_bytes) if op.base_bytes else 'none'} -> "
-                                      f"{mib(op.new_bytes)} live at the peak")
-    return f"{op.label} ({change}, {figures})" + (f" at {op.source}" if op.source else "")
+        figures = f"{mib(op.base_bytes) if op.base_bytes else 'none'} -> {mib(op.new_bytes)} live at the peak"
+    return f"{op.label}, {figures}" + (f", at {op.source}" if op.source else "")
 
 
 def parse_percent(text: str, name: str) -> float:

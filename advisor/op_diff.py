@@ -186,5 +186,5 @@ def label(name: str) -> str:
             if p not in _STRUCTURE and p != "rematted_computation" and not p.endswith(".<lambda>")
             and not (i == 0 and p.startswith("jit(")) and "jvp(" not in p and not p.startswith("transpose(")]
     phase = "recomputed by remat" if remat else "backward" if backward else "forward" if forward else ""
-    tail = "/".join(kept[-3:]) or parts[-1]
+    tail = "/".join(kept[-3:]) or "/".join(parts[-2:])      # an op of the loop itself: while/body
     return f"{tail} ({phase})" if phase else tail
