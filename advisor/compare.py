@@ -56,9 +56,7 @@ class Metrics:
                         ("mfu", lambda v: v is None or (number(v) and v <= 1)),
                         ("mfu_peak", lambda v: isinstance(v, str)),
                         ("ops", lambda v: isinstance(v, dict) and isinstance(v.get("ops"), list)
-                         and all(isinstance(e, dict) and isinstance(e.get("name"), str)
-                                 and number(e.get("ms_per_step")) and number(e.get("peak_bytes"))
-                                 and isinstance(e.get("instructions", []), list) for e in v["ops"]))):
+                         and all(map(_op_entry, v["ops"])))):
             if key in doc and not ok(doc[key]):
                 raise TypeError(f"metrics.{key} is {str(doc[key])[:60]!r}, not what a baseline holds")
         return cls(backend=doc["backend"], device=doc["device"], step_times_ms=list(doc["step_times_ms"]),
@@ -66,6 +64,15 @@ class Metrics:
                    category_ms_per_step=dict(doc.get("category_ms_per_step", {})),
                    findings=dict(doc.get("findings", {})), titles=dict(doc.get("titles", {})),
                    mfu=doc.get("mfu"), mfu_peak=doc.get("mfu_peak", ""), ops=doc.get("ops"))
+
+
+def _op_entry(e) -> bool:
+    """An entry of a recorded op table (views/op_table.py), as op_diff reads it."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+    return (isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("source"), (str, type(None)))
+            and number(e.get("ms_per_step")) and number(e.get("peak_bytes"))
+            and isinstance(e.get("instructions"), list) and all(isinstance(i, str) for i in e["instructions"]))
 
 
 def metrics(document: dict) -> Metrics:

@@ -160,3 +160,14 @@ def test_check_against_a_baseline_names_the_op_in_ci(tmp_path):
     assert "file=advisor/workloads/transformer.py,line=142," in line and "the op that grew most" in line
     result = next(r for r in json.loads(sarif.read_text())["runs"][0]["results"] if r["ruleId"] == "budget:peak-memory")
     assert result["locations"][0]["physicalLocation"]["region"] == {"startLine": 142}
+
+
+def test_a_baseline_whose_ops_are_not_what_advisor_writes_is_refused(tmp_path):
+    """A hand-edited op table is bad input: one line, exit 2, never a traceback."""
+    doc = json.loads((FIXTURES / "baselines" / "transformer_remat.json").read_text())
+    doc["metrics"]["ops"]["ops"][0]["source"] = 142
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(doc))
+    proc = cli("check", FIXTURES / "transformer_remat", "--baseline", path)
+    assert proc.returncode == 2
+    assert "not an advisor baseline (TypeError: metrics.ops is" in proc.stderr and "Traceback" not in proc.stderr
