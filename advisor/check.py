@@ -165,6 +165,9 @@ def run_check(document: dict, baseline: Optional[Metrics], fail_on: str,
         checks.append(_memory_check(comparison, max_memory_regression))
     if min_mfu is not None:
         checks.append(mfu_check(new, min_mfu, comparison.base if comparison is not None else None))
+    for c in checks:
+        if not c.passed and comparison is not None and comparison.ops is not None:
+            _name_grown_op(c, comparison.ops)
     return CheckResult(checks=checks, comparison=comparison, document=document, evidence=evidence)
 
 
@@ -250,6 +253,32 @@ def _memory_check(c: Comparison, threshold: float) -> Check:
     text = (f"peak memory {mib(c.base.peak_memory_bytes)} -> {mib(c.new.peak_memory_bytes)} "
             f"(x{c.peak_memory_ratio:.3f}; budget +{threshold:.0%})")
     return Check("budget:peak-memory", not c.memory_regressed(threshold), text)
+
+
+def _name_grown_op(c: Check, ops) -> None:
+    """A failing step-time or peak-memory check names the op that grew most since the baseline, and
+    points at its source line (the annotation's file and line in CI)."""
+    what = {"budget:step-time": "time", "budget:peak-memory": "memory"}.get(c.name)
+    if what is None:
+        return
+    if ops.missing:
+        c.message += f"; which ops grew: not known ({ops.missing})"
+        return
+    op = ops.grew_most(what)
+    if op is None:
+        return
+    named = [op] + [o for o in [ops.grew_most(what, with_source=True)] if o is not None and o is not op]
+    c.message += "; the op that grew most: " + "; with a source line: ".join(_grown(o, what) for o in named)
+    c.source = c.source or named[-1].source
+
+
+def _grown(op, what: str) -> str:
+    if what == "time":
+        ratio = f" (x{op.time_ratio:.2f})" if op.time_ratio is not None else ""
+        figures = f"{op.base_ms:,.2f} -> {op.new_ms:,.2f} ms per step{ratio}"
+    else:
+        figures = f"{mib(op.base_bytes) if op.base_bytes else 'none'} -> {mib(op.new_bytes)} live at the peak"
+    return f"{op.label}, {figures}" + (f", at {op.source}" if op.source else "")
 
 
 def parse_percent(text: str, name: str) -> float:

@@ -7,6 +7,9 @@ import dataclasses
 import statistics
 from typing import Any, Optional
 
+from . import op_diff
+from .op_diff import OpDiff
+
 
 @dataclasses.dataclass
 class Metrics:
@@ -20,6 +23,7 @@ class Metrics:
     titles: dict[str, str] = dataclasses.field(default_factory=dict)
     mfu: Optional[float] = None         # summary.efficiency.mfu; None where no peak is known
     mfu_peak: str = ""                  # the peak MFU is measured against, and its source
+    ops: Optional[dict] = None          # the op_table view's JSON; None: not recorded (an older baseline)
 
     @property
     def step_time_ms(self) -> Optional[float]:
@@ -36,7 +40,8 @@ class Metrics:
         return {"backend": self.backend, "device": self.device, "step_times_ms": self.step_times_ms,
                 "step_time_ms": self.step_time_ms, "peak_memory_bytes": self.peak_memory_bytes,
                 "category_ms_per_step": self.category_ms_per_step, "findings": self.findings,
-                "titles": self.titles, "mfu": self.mfu, "mfu_peak": self.mfu_peak}
+                "titles": self.titles, "mfu": self.mfu, "mfu_peak": self.mfu_peak,
+                **({"ops": self.ops} if self.ops is not None else {})}
 
     @classmethod
     def from_json(cls, doc: dict) -> "Metrics":
@@ -49,14 +54,25 @@ class Metrics:
                         ("category_ms_per_step", lambda v: isinstance(v, dict) and all(map(number, v.values()))),
                         ("findings", lambda v: isinstance(v, dict)), ("titles", lambda v: isinstance(v, dict)),
                         ("mfu", lambda v: v is None or (number(v) and v <= 1)),
-                        ("mfu_peak", lambda v: isinstance(v, str))):
+                        ("mfu_peak", lambda v: isinstance(v, str)),
+                        ("ops", lambda v: isinstance(v, dict) and isinstance(v.get("ops"), list)
+                         and all(map(_op_entry, v["ops"])))):
             if key in doc and not ok(doc[key]):
                 raise TypeError(f"metrics.{key} is {str(doc[key])[:60]!r}, not what a baseline holds")
         return cls(backend=doc["backend"], device=doc["device"], step_times_ms=list(doc["step_times_ms"]),
                    peak_memory_bytes=doc.get("peak_memory_bytes"),
                    category_ms_per_step=dict(doc.get("category_ms_per_step", {})),
                    findings=dict(doc.get("findings", {})), titles=dict(doc.get("titles", {})),
-                   mfu=doc.get("mfu"), mfu_peak=doc.get("mfu_peak", ""))
+                   mfu=doc.get("mfu"), mfu_peak=doc.get("mfu_peak", ""), ops=doc.get("ops"))
+
+
+def _op_entry(e) -> bool:
+    """An entry of a recorded op table (views/op_table.py), as op_diff reads it."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+    return (isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("source"), (str, type(None)))
+            and number(e.get("ms_per_step")) and number(e.get("peak_bytes"))
+            and isinstance(e.get("instructions"), list) and all(isinstance(i, str) for i in e["instructions"]))
 
 
 def metrics(document: dict) -> Metrics:
@@ -74,6 +90,7 @@ def metrics(document: dict) -> Metrics:
         category_ms_per_step=dict(step_time["category_ms_per_step"]),
         findings={f["rule"]: f["severity"] for f in run["findings"]},
         titles={f["rule"]: f["title"] for f in run["findings"]},
+        ops=document["views"].get("op_table"),
     )
 
 
@@ -89,6 +106,7 @@ class Comparison:
     findings_removed: list[str]
     base_run: Optional[dict] = None     # run_label.run_info of each side: the workload and its settings
     new_run: Optional[dict] = None
+    ops: Optional[OpDiff] = None        # which ops changed (advisor/op_diff.py)
 
     def step_time_regressed(self, threshold: float) -> bool:
         """Slower by more than `threshold` beyond the measured noise."""
@@ -124,8 +142,10 @@ class Comparison:
         return self.peak_memory_ratio is not None and self.peak_memory_ratio - 1 > threshold
 
     def to_json(self) -> dict[str, Any]:
+        def without_ops(m: Metrics) -> dict:     # each side's whole op table: `ops` holds what changed
+            return {k: v for k, v in m.to_json().items() if k != "ops"}
         return {
-            "base": self.base.to_json(), "new": self.new.to_json(),
+            "base": without_ops(self.base), "new": without_ops(self.new),
             "step_time_ratio": _r(self.step_time_ratio), "step_time_noise": round(self.noise, 4),
             "peak_memory_ratio": _r(self.peak_memory_ratio),
             "category_ratios": {k: _r(v) for k, v in self.category_ratios.items()},
@@ -133,6 +153,7 @@ class Comparison:
             "step_time_verdict": self.step_time_verdict(),
             "base_run": _label(self.base_run), "new_run": _label(self.new_run),
             "config_changes": _changes(self.base_run, self.new_run),
+            **({"ops": self.ops.to_json()} if self.ops is not None else {}),
         }
 
 
@@ -167,6 +188,7 @@ def compare(base: Metrics, new: Metrics, base_run: Optional[dict] = None,
         category_ratios={k: _ratio(new.category_ms_per_step.get(k), base.category_ms_per_step.get(k)) for k in cats},
         findings_added=sorted(set(new.findings) - set(base.findings)),
         findings_removed=sorted(set(base.findings) - set(new.findings)),
+        ops=op_diff.diff(base.ops, new.ops),
     )
 
 

@@ -19,7 +19,7 @@ from .locate import RemoteRun, RunFiles, fetched, find_runs, url_join
 from .model import Profile
 from .peaks import UserPeaks
 from .rule import Rule
-from .views import bound, idle, memory, parallelism, step_time, summary as summary_view
+from .views import bound, idle, memory, op_table, parallelism, step_time, summary as summary_view
 
 
 @dataclasses.dataclass
@@ -48,10 +48,12 @@ class Analysis:
     def document(self) -> dict:
         """The run's result document, what every renderer reads: `run`, what `--format json` prints for
         it; `views`, the figures of its views that the JSON leaves out and the other reports draw (each
-        step's time, op time by category, what is live at the memory peak)."""
+        step's time, op time by category, what is live at the memory peak, each op's time per step
+        under a key that matches it in another run's program)."""
         p = self.profile
         return {"run": self.to_json(),
-                "views": {"step_time": step_time.of(p).to_json(), "memory": memory.of(p).to_json()}}
+                "views": {"step_time": step_time.of(p).to_json(), "memory": memory.of(p).to_json(),
+                          "op_table": op_table.of(p).to_json()}}
 
     @property
     def partial(self) -> bool:

@@ -18,7 +18,7 @@ def render(result, console: Console) -> None:
             mark = ("WARN", "yellow")   # passed, but not judged: say so
         else:
             mark = ("pass", "green")
-        where = f" ({c.source})" if c.source else ""
+        where = f" ({c.source})" if c.source and not c.name.startswith("budget:") else ""  # a budget names it in words
         console.print(Text.assemble(mark, terminal(f"  {c.name}: {c.message}{where}")))
     quiet = sum(1 for c in result.checks if c.passed and c.message == "no finding")
     if quiet:

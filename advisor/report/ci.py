@@ -77,7 +77,7 @@ def sarif(result, rules, path: Path) -> dict:
     for c in result.checks:
         if c.name.startswith("budget:") and not c.passed:
             results.append({"ruleId": c.name, "level": "error", "message": {"text": escape.sarif_text(c.message)},
-                            "locations": []})
+                            "locations": _location(c.source)})     # the op that grew most, where known
     doc = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",

@@ -47,4 +47,41 @@ def render(results, console: Console) -> None:
             console.print(Text.assemble(terminal(f"- {rule}", "green"), terminal(f": {b.titles.get(rule, '')}")))
         if not c.findings_added and not c.findings_removed:
             console.print("findings: the same in both runs")
+        if c.ops is not None:
+            ops(c.ops, console)
         console.print()
+
+
+TOP = 5     # ops named in text; the JSON and the HTML have them all
+
+
+def _ms(v: float) -> str:
+    return f"{v:,.2f}" if v else "-"
+
+
+def _mib(v: int) -> str:
+    return f"{v / 2**20:,.1f}" if v else "-"
+
+
+def ops(diff, console: Console, top: int = TOP) -> None:
+    """Which ops changed: the `top` that changed most in time per step, then at the memory peak."""
+    if diff.missing:
+        console.print(terminal(f"ops: not compared: {diff.missing}"))
+        return
+    timed, held = diff.by_time(), diff.by_memory()
+    if not timed and not held:
+        console.print(f"ops: the same in both runs ({diff.unchanged} matched)")
+        return
+    cols = [layout.Col("change"), layout.Col("op", wrap=True), layout.Col("base", number=True),
+            layout.Col("new", number=True), layout.Col("ratio", number=True), layout.Col("source", wrap=True, drop=1)]
+    if timed:
+        layout.table(console, terminal(f"ops that changed most in time, ms per step ({min(top, len(timed))} of "
+                                       f"{len(timed)} changed; matched by op_name and source line):"), cols,
+                     [[c.time, terminal(c.label), _ms(c.base_ms), _ms(c.new_ms), _ratio(c.time_ratio),
+                       terminal(c.source or "")] for c in timed[:top]])
+    if held:
+        layout.table(console, terminal(f"ops that changed most at the memory peak, MiB live there "
+                                       f"({min(top, len(held))} of {len(held)} changed):"), cols,
+                     [[c.memory, terminal(c.label), _mib(c.base_bytes), _mib(c.new_bytes),
+                       _ratio(c.new_bytes / c.base_bytes if c.base_bytes and c.new_bytes else None),
+                       terminal(c.source or "")] for c in held[:top]])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from .. import op_diff
 from ..run_label import from_summary, label
 from ..units import mib, sig
 from . import charts, coverage, efficiency_html, escape, json_report
@@ -380,7 +381,25 @@ def _compare_section(name: str, c) -> str:
                                         for k, bb, nn in zip(cats, b, n)],
                                        "op time by category per step"), "category deltas")
             + f"<p>findings added: {_e(', '.join(d['findings_added']) or 'none')}; removed: "
-              f"{_e(', '.join(d['findings_removed']) or 'none')}</p>")
+              f"{_e(', '.join(d['findings_removed']) or 'none')}</p>" + _ops_table(c.ops))
+
+
+def _ops_table(diff) -> str:
+    """Every op whose time per step or bytes at the memory peak changed (advisor/op_diff.py)."""
+    if diff is None:
+        return ""
+    if diff.missing:
+        return f"<p>ops: not compared: {_e(diff.missing)}</p>"
+    if not diff.changed:
+        return f"<p>ops: the same in both runs ({diff.unchanged} matched)</p>"
+    def num(v, digits: int = 2) -> str:
+        return _num(v, digits) if v else "-"      # "-": not in that run
+    rows = [[c.time, c.label, num(c.base_ms), num(c.new_ms), _x(c.time_ratio), c.memory,
+             num(_m(c.base_bytes), 1), num(_m(c.new_bytes), 1), c.source or "", c.name] for c in diff.changed]
+    return charts.table(["time", "op", "base ms", "new ms", "new / base", "at the peak", "base MiB", "new MiB",
+                         "source", "op_name or HLO fingerprint"], rows,
+                        f"ops that changed, per step, most time changed first ({len(diff.changed)} changed, "
+                        f"{diff.unchanged} the same); matched by {op_diff.MATCHED}")
 
 
 def _compare_head(c) -> str:
