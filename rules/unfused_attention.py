@@ -36,8 +36,10 @@ Constraints (JAX's cuDNN path): q, k, v in float16 or bfloat16, laid out `[batch
 head_dim]`; head dims up to 128 and a multiple of 8 (up to 256 on Hopper with cuDNN 9.5 or
 later); masks as `is_causal`, `query_seq_lengths` / `key_value_seq_lengths` (padding),
 `local_window_size`, or a `bias` / boolean `mask` array; no dropout on the attention
-probabilities. Cost: a dependency on cuDNN and its supported shapes, and a softmax computed in
-the kernel's own precision.
+probabilities. Cost: a code change, a dependency on cuDNN and its supported shapes; the kernel
+computes the scores and their softmax in float32 inside (cuDNN's default compute type), so float32
+logits chosen for stability stay float32. Gain: the unfused attention's measured time less the
+fused kernel's estimated time.
 
 ## Options
 - `min_share` (default 0.1): fire when the unfused attention takes at least this share of op time.

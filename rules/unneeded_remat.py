@@ -44,7 +44,8 @@ with the layer count. For a bundled workload `advisor tune` measures the combina
 
 ## Note
 GPU only: on a CPU there is no capacity to judge against, and remat has measured faster there
-(the tiny preset: x0.75 with remat), unrolling slower. Silent where memory is tight: the estimate
+(the tiny Transformer on 2 CPU cores: x0.75 with remat, x1.13 unrolled, measured by `advisor sweep`
+for issue 38). Silent where memory is tight: the estimate
 must fit under the capacity less the margin.
 """
 
@@ -136,7 +137,7 @@ def check(profile: Profile, margin: float = 0.2, min_share: float = 0.05, capaci
         rule=RULE.id,
         severity=severity(profile, remedy, share, RULE.severity),
         title=f"remat{' and the layer scan' if scanned else ''} cost {ms(gain)} per step ({pct(share)} of op time) "
-              f"while the step uses {pct(memory.peak_bytes / capacity)} of device memory ({mib(memory.peak_bytes)} "
+              f"while the step uses {_share(memory.peak_bytes / capacity)} of device memory ({mib(memory.peak_bytes)} "
               f"of {mib(capacity)})",
         evidence={
             "recompute_ms_per_step": round(remat_ns / 1e6, 3),
@@ -166,6 +167,10 @@ def check(profile: Profile, margin: float = 0.2, min_share: float = 0.05, capaci
         ),
         impact=share,
     )
+
+
+def _share(share: float) -> str:
+    return pct(share) if share >= 0.001 else "under 0.1%"
 
 
 RULE = Rule(
