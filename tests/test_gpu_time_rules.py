@@ -126,3 +126,31 @@ def test_no_remat_config_for_the_bundled_workloads():
     assert workloads.remedy_config("transformer", Remedy(Kind.NO_REMAT), tiny) == {}
     mlp = workloads.resolve("mlp", "tiny", ["model.remat=true"])
     assert workloads.remedy_config("mlp", Remedy(Kind.NO_REMAT), mlp) == {"model.remat": False}
+
+
+def test_the_compiled_peak_refutes_a_variant_that_does_not_fit(loaded_profile):
+    """For a bundled workload's run the variant is compiled (run-workload, analyze --compile-check): its
+    peak is XLA's, and a variant that does not fit the device is not printed as a fix. The tiny remat
+    Transformer, compiled here unrolled without remat, against a device of 1 MiB and one of 1 GiB."""
+    import copy
+
+    from advisor.compile_check import compile_check, overrides_of
+    from advisor.findings import Expected, Finding, Recommendation
+
+    (analysis,) = loaded_profile("transformer_remat")
+    meta = analysis.profile.run_metadata
+    overrides = overrides_of(meta["workload"], meta["preset"], meta["config"])
+    results = {}
+    for capacity in (2**20, 2**30):
+        rec = Recommendation(text="unroll and drop remat", config={"model.scan_layers": False, "model.remat": ()},
+                             remedy=Remedy(Kind.NO_REMAT, "unrolled"), expected=Expected("step_time", 1.0, "ms", "x"),
+                             cost="more memory")
+        finding = Finding(rule="unneeded-remat", severity="warning", title="t",
+                          evidence={"device_capacity_bytes": capacity}, recommendation=rec, impact=0.2)
+        shell = copy.copy(analysis)
+        shell.findings = [finding]
+        compile_check(meta["workload"], meta["preset"], overrides, shell, base=analysis.profile.memory.peak_bytes)
+        results[capacity] = finding.recommendation
+    small, large = results[2**20], results[2**30]
+    assert small.config == {} and small.checked == "compiled" and "more than the device's 1.0 MiB" in small.check
+    assert large.config and "--set model.scan_layers=false --set model.remat=none: peak" in large.check
