@@ -209,6 +209,6 @@ RULE = Rule(
     backends=("gpu",),
     summary="attention over materialized [batch, heads, q, k] scores takes a material share of a GPU step",
     check=check,
-    needs=("hlo",),
+    needs=("hlo", "steps"),
     doc=__doc__,
 )

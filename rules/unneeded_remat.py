@@ -179,7 +179,7 @@ RULE = Rule(
     backends=("gpu",),
     summary="remat (and a layer scan) costs step time that the device's memory does not require",
     check=check,
-    needs=("hlo", "buffers", "capacity"),
+    needs=("hlo", "buffers", "capacity", "steps"),
     unmet_notes=(("capacity", "device memory capacity unknown (the trace does not record it): unneeded-remat "
                               "was skipped; pass --device-memory to check it"),),
     doc=__doc__,
