@@ -27,6 +27,8 @@ class Kind(str, enum.Enum):
     SMALLER_BATCH = "smaller_batch"
     FSDP = "fsdp"
     MORE_MICROBATCHES = "more_microbatches"     # a pipeline's microbatches (not gradient accumulation's)
+    NO_REMAT = "no_remat"                       # drop remat ("unrolled": and unroll the layers' scan)
+    FUSED_ATTENTION = "fused_attention"         # a fused attention kernel instead of materialized scores
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +130,14 @@ USER_TERMS = {
                            "stack, so unrolling it is not the lever",
     (Kind.UNROLL_LAYERS, None): "unroll the layers: a Python loop over the blocks instead of Linen `nn.scan` / "
                                 "NNX `nnx.scan` / `jax.lax.scan` (or `unroll=` on the scan)",
+    (Kind.NO_REMAT, None): "drop remat: call the blocks without `nn.remat` / `nnx.remat` / `jax.checkpoint`",
+    (Kind.NO_REMAT, "unrolled"): "drop remat and unroll the layers together: a Python loop over the blocks, "
+                                 "without `nn.remat` / `nnx.remat` / `jax.checkpoint` and without `nn.scan` / "
+                                 "`nnx.scan` / `jax.lax.scan` (dropping remat alone inside a scan stacks every "
+                                 "layer's activations with copies, and can be slower)",
+    (Kind.FUSED_ATTENTION, None): "use a fused attention that never materializes the scores: "
+                                  "`jax.nn.dot_product_attention(q, k, v, is_causal=..., implementation='cudnn')` "
+                                  "on NVIDIA GPUs (q, k, v as [batch, seq, heads, head_dim])",
     (Kind.SCAN_LAYERS, None): "scan over the layers: Linen `nn.scan`, NNX `nnx.scan`, or `jax.lax.scan` over "
                               "stacked parameters",
     (Kind.DONATE, None): "donate the train state to the step: `jax.jit(train_step, donate_argnums=(0,))` "

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 PLAIN = ROOT / "tests" / "plain_programs.py"
 ACC = "unneeded-grad-accumulation"
+REMAT, ATTN = "unneeded-remat", "unfused-attention"
 
 # name, how to get the trace, expected findings. --device-memory 1GiB lets the accumulation
 # rule judge CPU runs (the tiny step's full batch fits in 1 GiB).
@@ -64,19 +65,29 @@ PLAIN_PROGRAMS = [
     ("plain JAX: clean loop", ["clean"], set()),
 ]
 GPU = [
-    ("GPU (synthetic): scan, no remat", "gpu_scan", {"scan-dynamic-update-slice", "missing-remat", "float32-activations"}),
-    # the tiny Transformer on an H100 runs 2,000+ kernels under 10 us per step: launch-bound
-    ("GPU (synthetic): remat", "gpu_remat", {"float32-activations", "launch-bound"}),
+    # the tiny Transformer materializes its attention scores: unfused-attention (info where float32) on each
+    ("GPU (synthetic): scan, no remat", "gpu_scan",
+     {"scan-dynamic-update-slice", "missing-remat", "float32-activations", ATTN}),
+    # the tiny Transformer on an H100 runs 2,000+ kernels under 10 us per step: launch-bound; its remat
+    # buys nothing on 80 GB: unneeded-remat
+    ("GPU (synthetic): remat", "gpu_remat", {"float32-activations", "launch-bound", REMAT, ATTN}),
     ("GPU (synthetic): H2D copies and idle gaps", "gpu_h2d_idle",
-     {"host-bound", "host-device-transfer", "float32-activations", "launch-bound"}),
-    ("GPU (synthetic): 4 minibatches, room to spare", "gpu_accumulate", {ACC, "launch-bound"}),
-    ("GPU (synthetic): 4 minibatches, near capacity", "gpu_accumulate_near_capacity", {"launch-bound"}),
-    ("GPU (synthetic): bfloat16, float32 logits", "gpu_bf16", {"float32-attention-logits", "launch-bound"}),
+     {"host-bound", "host-device-transfer", "float32-activations", "launch-bound", REMAT, ATTN}),
+    ("GPU (synthetic): 4 minibatches, room to spare", "gpu_accumulate", {ACC, "launch-bound", REMAT, ATTN}),
+    ("GPU (synthetic): 4 minibatches, near capacity", "gpu_accumulate_near_capacity", {"launch-bound", ATTN}),
+    ("GPU (synthetic): bfloat16, float32 logits", "gpu_bf16",
+     {"float32-attention-logits", "launch-bound", REMAT, ATTN}),
     ("GPU (synthetic): 8 GPUs, data parallel, NCCL all-reduce", "gpu_data_parallel", {"replicated-state"}),
     ("GPU (synthetic): 8 GPUs, GPU 3 computes 4x", "gpu_straggler", {"replicated-state", "device-imbalance"}),
     ("GPU (real, AMD): TE fused attention", "gpu-traces/te_fused_attn", set()),
     ("GPU (real, AMD): attention primitives", "gpu-traces/jax08_attention", set()),
     ("GPU (real, NVIDIA): TensorFlow BERT", "gpu-traces/tf_bert_v100_multiworker", set()),
+    ("GPU (real, H100): seed Transformer, scan + remat, 4 minibatches", "h100-traces/transformer_seed",
+     {ACC, REMAT, ATTN}),
+    ("GPU (real, H100): cuDNN fused attention", "h100-traces/attention_cudnn", {"host-bound"}),
+    ("GPU (real, H100): one bf16 GEMM", "h100-traces/gemm_bf16_8192", set()),
+    ("GPU (real, H200): the tutorial's notebook, unrolled, no remat", "h100-traces/tutorial_notebook_unrolled_h200",
+     {ACC, "missing-remat", ATTN}),
 ]
 
 # Many devices: programs on 8 simulated CPU devices and a two-host run (fixtures/record_parallel.py).

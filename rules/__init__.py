@@ -18,7 +18,9 @@ from . import (
     replicated_state,
     scan_dynamic_update_slice,
     unaligned_matmul,
+    unfused_attention,
     unneeded_grad_accumulation,
+    unneeded_remat,
 )
 
 ALL = [
@@ -28,6 +30,8 @@ ALL = [
     float32_activations.RULE,
     float32_attention_logits.RULE,
     unneeded_grad_accumulation.RULE,
+    unneeded_remat.RULE,
+    unfused_attention.RULE,
     recompilation.RULE,
     host_bound.RULE,
     host_device_transfer.RULE,

@@ -275,3 +275,20 @@ def source_of(profile: Profile, buffers) -> Optional[str]:
             if ins.source is not None and ins.shape == shape:
                 return str(ins.source)
     return None
+
+
+def stacking_copies(profile: Profile) -> tuple[list, list]:
+    """The step's layer-stacking ops, as (op, instruction) pairs: the `dynamic-update-slice`s inside a
+    loop body that write stacked per-iteration buffers (weight-shaped ones left out: stacked weight
+    gradients are not activations), and outside the loop the zero-fills (broadcasts) and copies of
+    those stacked buffers. Their self time is over the window, summed over the devices that ran them."""
+    module = profile.step_module
+    ops = [(op, profile.instruction(op)) for op in profile.ops if op.module == module]
+    weights = parameter_shapes(profile)   # stacked weight gradients are shaped like the stacked parameters
+    dus = [(op, ins) for op, ins in ops if ins and ins.in_loop_body and ins.does("dynamic-update-slice")
+           and ins.shape not in weights]
+    stacked_shapes = {ins.shape for _, ins in dus}
+    fill = [(op, ins) for op, ins in ops
+            if ins and not ins.in_loop_body and ins.shape in stacked_shapes
+            and (ins.opcode == "copy" or ins.does("broadcast"))]
+    return dus, fill

@@ -57,7 +57,7 @@ from advisor.units import ms, pct
 
 from advisor.remedies import Kind, Remedy, advice, config_for, severity
 
-from ._common import bundled_config, dims, measured_by, parameter_shapes, per_step
+from ._common import bundled_config, dims, measured_by, parameter_shapes, per_step, stacking_copies
 from advisor.views import parallelism
 
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies
@@ -97,17 +97,12 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
     if module is None or total <= 0:
         return
     ops = [(op, profile.instruction(op)) for op in profile.ops if op.module == module]
-    weights = parameter_shapes(profile)   # stacked weight gradients are shaped like the stacked parameters
-    dus = [(op, ins) for op, ins in ops if ins and ins.in_loop_body and ins.does("dynamic-update-slice")
-           and ins.shape not in weights]
-    if not dus:
-        return
     # The stacked buffers are what the loop's dynamic-update-slices write; outside the loop
     # XLA zero-fills (broadcast) and copies them: the same overhead, and gone when unrolled.
+    dus, fill = stacking_copies(profile)
+    if not dus:
+        return
     stacked_shapes = {ins.shape for _, ins in dus}
-    fill = [(op, ins) for op, ins in ops
-            if ins and not ins.in_loop_body and ins.shape in stacked_shapes
-            and (ins.opcode == "copy" or ins.does("broadcast"))]
     dus_ns = sum(op.self_ns for op, _ in dus)
     fill_ns = sum(op.self_ns for op, _ in fill)
     share = (dus_ns + fill_ns) / total

@@ -135,7 +135,8 @@ def test_without_the_hlo_the_kernels_stay_the_buffers_and_the_reason_is_said():
 
 
 def test_the_seed_findings_on_the_h100(seed):
-    """bfloat16, scanned and rematted: no float32, no stacking copies worth unrolling; the 4 minibatches
-    fit in one pass on 80 GB."""
+    """bfloat16, scanned and rematted: no float32, no stacking copies worth unrolling alone; the 4
+    minibatches fit in one pass on 80 GB, and so do the layers unrolled without remat; the attention's
+    scores are materialized (tests/test_gpu_time_rules.py holds the figures)."""
     graphs, launched = ({f.rule for f in a.findings} for a in seed)
-    assert graphs == launched == {"unneeded-grad-accumulation"}
+    assert graphs == launched == {"unneeded-grad-accumulation", "unneeded-remat", "unfused-attention"}

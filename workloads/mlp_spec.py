@@ -46,6 +46,8 @@ def remedy_config(remedy, config: dict) -> dict:
     """The MLP's config keys for each remedy (advisor.remedies.Kind), from the current config."""
     if getattr(remedy.kind, "value", remedy.kind) == "remat":
         return {} if config.get("model", {}).get("remat") else {"model.remat": True}
+    if getattr(remedy.kind, "value", remedy.kind) == "no_remat":
+        return {"model.remat": False} if config.get("model", {}).get("remat") else {}
     return shared_remedy_config(remedy, config)   # no layer scan to unroll
 
 

@@ -75,6 +75,9 @@ def remedy_config(remedy, config: dict) -> dict:
         return {"model.scan_layers": False} if m.get("scan_layers", True) else {}
     if kind == "scan_layers":
         return {} if m.get("scan_layers", True) else {"model.scan_layers": True}
+    if kind == "no_remat":    # "unrolled": both together (without remat a scan stacks every activation)
+        change = {"model.scan_layers": False} if remedy.target == "unrolled" and m.get("scan_layers", True) else {}
+        return {**change, "model.remat": ()} if m.get("remat") else change
     if kind == "bfloat16" and remedy.target == "attention_logits":
         return {"model.softmax_dtype": "bfloat16"} if m.get("softmax_dtype") != "bfloat16" else {}
     return shared_remedy_config(remedy, config)

@@ -19,7 +19,8 @@ SEVERITIES = ("info", "warning", "error")
 RULES = ("scan-dynamic-update-slice", "missing-remat", "missing-buffer-donation", "float32-activations",
          "float32-attention-logits", "unneeded-grad-accumulation", "recompilation", "host-bound",
          "host-device-transfer", "remat-too-broad", "replicated-state", "exposed-communication", "device-imbalance",
-         "pipeline-bubble", "unaligned-matmul", "layout-copies", "launch-bound")
+         "pipeline-bubble", "unaligned-matmul", "layout-copies", "launch-bound", "unneeded-remat",
+         "unfused-attention")
 
 DEFAULT = {rule: ("silent", "the program has no such problem") for rule in RULES}
 DEFAULT["float32-activations"] = (
