@@ -8,6 +8,12 @@
     advisor.verify(make_step, {"remat": True})       # a recommended change compiled on your code
 """
 
+from pathlib import Path as _Path
+
+from . import clone_folders as _clone_folders
+
+_clone_folders.install(_Path(__file__).resolve().parent)   # `python -m advisor` in a clone's root
+
 from .version import __version__  # noqa: E402
 from .api import Plan, Report, Trace, analyze, preflight, trace  # noqa: E402  (api imports jax lazily)
 

@@ -29,7 +29,7 @@ class Check:
     name: str           # "rule:<id>", "budget:step-time", "budget:peak-memory"
     passed: bool
     message: str
-    level: str = "error"          # how CI should show a failure: "error" or "warning"
+    level: str = "error"          # how CI shows it: "error", "warning" or "notice" (an info finding)
     source: Optional[str] = None  # file:line, for rule checks
 
 
@@ -155,8 +155,9 @@ def run_check(document: dict, baseline: Optional[Metrics], fail_on: str,
             checks.append(Check(f"rule:{rule}", False, f"{worst['title']} ({why})", "error", worst.get("source")))
         else:
             why = "also in the baseline" if comparison is not None else f"below --fail-on {fail_on}"
+            level = "notice" if worst["severity"] == "info" else "warning"
             checks.append(Check(f"rule:{rule}", True, f"{worst['severity']}: {worst['title']} ({why})",
-                                "warning", worst.get("source")))
+                                level, worst.get("source")))
     if evidence.paired is not None:
         checks.append(paired_time_check(evidence, max_step_time_regression))
     elif comparison is not None:

@@ -527,8 +527,8 @@ def list_rules(fmt):
         return
     cols = [layout.Col("rule"), layout.Col("severity", wrap=True), layout.Col("backends"),
             layout.Col("detects", wrap=True)]
-    layout.table(layout.console(), None, cols,
-                 [(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary) for rule in catalog.ALL])
+    layout.entries(layout.console(), cols,
+                   [(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary) for rule in catalog.ALL])
 
 
 @main.command()

@@ -9,6 +9,8 @@
      (advisor/cleanup.py)
 """
 
+import difflib
+
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
@@ -19,6 +21,16 @@ class AdvisorError(Exception):
     """A problem with what the user gave us (a path, a trace, a config): exit code 2."""
 
     exit_code = EXIT_USAGE
+
+
+def did_you_mean(given: str, valid, kind: str) -> str:
+    """The tail of an 'unknown X' message: the closest valid name first, then all of them.
+    `kind` names the list ("ids", "keys"). Matching ignores case; `given` is only compared."""
+    valid = list(valid)
+    lowered = {v.lower(): v for v in valid}
+    close = difflib.get_close_matches(str(given).lower(), list(lowered), n=1, cutoff=0.6)
+    hint = f"did you mean {lowered[close[0]]!r}? " if close else ""
+    return f"{hint}valid {kind}: {', '.join(valid)}"
 
 
 def os_error_line(err: OSError) -> str:

@@ -258,6 +258,9 @@ class HloModule:
     # parameter's sharding); () replicated on every device, None where the HLO does not say
     parameter_copies: dict[int, Optional[tuple[int, ...]]] = dataclasses.field(default_factory=dict)
     parameter_dtypes: dict[int, str] = dataclasses.field(default_factory=dict)
+    # entry parameter number -> the argument path JAX names it by (`params[0]`, `opt_state[0].mu[0]`,
+    # `state.params['Dense_0']['kernel']`), where the HLO records one
+    parameter_names: dict[int, str] = dataclasses.field(default_factory=dict)
     loops: dict[str, Loop] = dataclasses.field(default_factory=dict)     # by while instruction name
 
     def __post_init__(self):

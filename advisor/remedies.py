@@ -140,8 +140,9 @@ USER_TERMS = {
                                   "on NVIDIA GPUs (q, k, v as [batch, seq, heads, head_dim])",
     (Kind.SCAN_LAYERS, None): "scan over the layers: Linen `nn.scan`, NNX `nnx.scan`, or `jax.lax.scan` over "
                               "stacked parameters",
-    (Kind.DONATE, None): "donate the train state to the step: `jax.jit(train_step, donate_argnums=(0,))` "
-                         "(NNX: `nnx.jit(train_step, donate_argnums=(0,))`), and do not reuse the old state",
+    (Kind.DONATE, None): "donate the arguments that hold the train state (those the step returns updated: the "
+                         "parameters, the optimizer state, batch statistics) by name, `jax.jit(train_step, "
+                         "donate_argnames=(...))` (NNX: `nnx.jit`), and do not reuse them after the call",
     (Kind.BFLOAT16, None): "compute in bfloat16: Linen `nn.Dense(..., dtype=jnp.bfloat16)`, NNX "
                            "`nnx.Linear(..., dtype=jnp.bfloat16)`, keeping `param_dtype` float32",
     (Kind.BFLOAT16, "attention_logits"): "use a fused attention that does not store the scores "

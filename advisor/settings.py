@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from .errors import AdvisorError
+from .errors import AdvisorError, did_you_mean
 from .rule import Rule
 
 
@@ -120,12 +120,12 @@ def validate_options(options: dict[str, dict[str, Any]], rules: dict[str, Rule])
     out: dict[str, dict[str, Any]] = {}
     for rule_id, opts in options.items():
         if rule_id not in rules:
-            raise AdvisorError(f"option for unknown rule {rule_id!r}; valid ids: {', '.join(rules)}")
+            raise AdvisorError(f"option for unknown rule {rule_id!r}; {did_you_mean(rule_id, rules, 'ids')}")
         known = rules[rule_id].options
         for key, value in opts.items():
             if key not in known:
-                raise AdvisorError(f"unknown option {rule_id}.{key}; {rule_id} takes: "
-                                   f"{', '.join(known) or 'no options'} (see `advisor explain {rule_id}`)")
+                takes = did_you_mean(key, known, "options") if known else "it takes no options"
+                raise AdvisorError(f"unknown option {rule_id}.{key}; {takes} (see `advisor explain {rule_id}`)")
             out.setdefault(rule_id, {})[key] = _convert(value, known[key], f"{rule_id}.{key}")
     return out
 

@@ -50,10 +50,10 @@ BY_ID = {rule.id: rule for rule in ALL}
 def select(select=None, ignore=()) -> list:
     """The rules chosen by id, in the catalog's order: select None for every rule, an empty list
     (`--select none`) for none; an unknown id is one clear error (AdvisorError)."""
-    from advisor.errors import AdvisorError
+    from advisor.errors import AdvisorError, did_you_mean
 
     select = None if select is None else list(select)
     for rid in [*(select or ()), *ignore]:
         if rid not in BY_ID:
-            raise AdvisorError(f"unknown rule id {rid!r}; valid ids: {', '.join(BY_ID)} (see `advisor rules`)")
+            raise AdvisorError(f"unknown rule id {rid!r}; {did_you_mean(rid, BY_ID, 'ids')} (see `advisor rules`)")
     return [r for r in ALL if (select is None or r.id in select) and r.id not in set(ignore)]

@@ -22,7 +22,10 @@ state, metrics = train_step(state, metrics, batch)
 ```python
 train_step = jax.jit(train_step, donate_argnames=("state", "metrics"))
 ```
-Donated arguments are invalid after the call: do not reuse the old `state`.
+Donated arguments are invalid after the call: do not reuse the old `state`. On your own
+code the advice names your step's arguments that hold the state (`donate_argnames=("params",
+"opt_state")`), read from the names JAX gives the program's parameters; where the trace does not
+name them it says which to donate in words.
 
 Donation is free at run time, so it is reported whenever it frees a material number of bytes:
 a `warning` when that is at least 10% of peak memory and 16 MiB, `info` below.
@@ -32,6 +35,8 @@ a `warning` when that is at least 10% of peak memory and 16 MiB, `info` below.
 """
 
 from __future__ import annotations
+
+import re
 
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
@@ -54,6 +59,12 @@ def check(profile: Profile, min_bytes: int = 4 * 1024 * 1024):
     remedy = Remedy(Kind.DONATE, "state")
     text, config = advice(profile, remedy, "donate the train state (and metrics) to the jitted step: "
                                            "jax.jit(step, donate_argnames=(\"state\", \"metrics\"))")
+    names = argument_names(module, state)
+    if names and not config:
+        listed = ", ".join(f'"{n}"' for n in names) + ("," if len(names) == 1 else "")
+        text = (f"donate the arguments that hold the train state, {', '.join(names)} (the step returns their "
+                f"arrays updated): `jax.jit(train_step, donate_argnames=({listed}))` (NNX: `nnx.jit`), and do not "
+                "reuse them after the call")
     biggest = sorted(state.items(), key=lambda kv: -kv[1])[:5]
     yield Finding(
         rule=RULE.id,
@@ -68,6 +79,7 @@ def check(profile: Profile, min_bytes: int = 4 * 1024 * 1024):
             "share_of_peak": round(share, 4),
             "aliased_inputs": 0,
             "largest_inputs": [{"parameter": n, "bytes": b} for n, b in biggest],
+            "state_arguments": names,
             "module": module.key,
         },
         recommendation=Recommendation(
@@ -80,6 +92,22 @@ def check(profile: Profile, min_bytes: int = 4 * 1024 * 1024):
         ),
         impact=share,
     )
+
+
+def argument_names(module, state: dict[int, int]) -> list[str]:
+    """The step's arguments that hold the updated inputs, by the names JAX gives its entry parameters
+    (`opt_state[0].mu[0]` is argument `opt_state`), in the step's order; [] where any of them is
+    unnamed or named only by position (`args[0]`): then the advice says it in words, never a guess."""
+    names = []
+    for number in sorted(state):
+        m = _ARGUMENT.match(module.parameter_names.get(number, ""))
+        if not m or m.group(1) in ("args", "kwargs"):
+            return []
+        names.append(m.group(1))
+    return list(dict.fromkeys(names))
+
+
+_ARGUMENT = re.compile(r"([A-Za-z_]\w*)(?=[\[.]|$)")
 
 
 RULE = Rule(

@@ -93,6 +93,72 @@ def record_wide_no_donation(logdir: Path, *, donate: bool, steps=2) -> Path:
     return logdir
 
 
+class BatchNormMLP(nn.Module):
+    @nn.compact
+    def __call__(self, x, train: bool):
+        for width in (1024, 1024):
+            x = nn.Dense(width)(x)
+            x = nn.BatchNorm(use_running_average=not train)(x)
+            x = nn.relu(x)
+        return nn.Dense(10)(x)
+
+
+def record_state_arguments(logdir: Path, kind: str, steps=2) -> Path:
+    """Train steps that take their state as several arguments, none donated, as users write them:
+    `step(params, batch_stats, opt_state, x, y)` (a Flax model with BatchNorm, Adam) and
+    `step(params, opt_state, tokens)` (a token model whose batch is the third argument)."""
+    tx = optax.adam(1e-3)
+    key = jax.random.PRNGKey(0)
+    if kind == "batchnorm":
+        model = BatchNormMLP()
+        x, y = jax.random.normal(key, (32, 512)), jnp.arange(32) % 10
+        variables = model.init(key, x, train=False)
+        params, batch_stats = variables["params"], variables["batch_stats"]
+        opt_state = tx.init(params)
+
+        @jax.jit
+        def step(params, batch_stats, opt_state, x, y):
+            def loss_fn(p):
+                logits, updates = model.apply({"params": p, "batch_stats": batch_stats}, x, train=True,
+                                              mutable=["batch_stats"])
+                return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), updates
+            (loss, updates), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+            changes, opt_state = tx.update(grads, opt_state, params)
+            return optax.apply_updates(params, changes), updates["batch_stats"], opt_state, loss
+
+        def run():
+            nonlocal params, batch_stats, opt_state
+            params, batch_stats, opt_state, loss = step(params, batch_stats, opt_state, x, y)
+            return loss
+    else:
+        embed = jax.random.normal(key, (4096, 256)) * 0.02
+        params = {"embed": embed, "out": jax.random.normal(key, (256, 4096)) * 0.02}
+        opt_state = tx.init(params)
+        tokens = jax.random.randint(key, (8, 64), 0, 4096)
+
+        @jax.jit
+        def step(params, opt_state, tokens):
+            def loss_fn(p):
+                logits = p["embed"][tokens[:, :-1]] @ p["out"]
+                return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
+            loss, grads = jax.value_and_grad(loss_fn)(params)
+            changes, opt_state = tx.update(grads, opt_state, params)
+            return optax.apply_updates(params, changes), opt_state, loss
+
+        def run():
+            nonlocal params, opt_state
+            params, opt_state, loss = step(params, opt_state, tokens)
+            return loss
+
+    jax.block_until_ready(run())
+    with jax.profiler.trace(str(logdir)):
+        for i in range(steps):
+            with jax.profiler.StepTraceAnnotation("step", step_num=i):
+                loss = run()
+        jax.block_until_ready(loss)
+    return logdir
+
+
 def record_antipattern(logdir: Path, kind: str, steps=4) -> Path:
     """A small regression step run with one of the classic host-side anti-patterns.
 
@@ -164,6 +230,8 @@ def record(kind: str, out: Path, *flags: str) -> None:
         record_wide_no_donation(out, donate="donate" in flags)
     elif kind == "unannotated":
         record_unannotated(out)
+    elif kind == "state_arguments":
+        record_state_arguments(out, *flags)
     else:
         record_antipattern(out, kind)
 

@@ -94,6 +94,26 @@ def test_unknown_key_lists_the_valid_ones():
     assert "model.num_layers" in proc.stderr and "model.scan_layers" in proc.stderr
 
 
+@pytest.mark.parametrize("args, closest", [
+    (["analyze", str(FIXTURES / "transformer_remat"), "--select", "missing-remt"], "did you mean 'missing-remat'?"),
+    (["run-workload", "transformer", "--set", "model.scan_layer=false"], "did you mean 'model.scan_layers'?"),
+    (["run-workload", "transfomer"], "did you mean 'transformer'?"),
+    (["run-workload", "transformer", "--set", "model.dtype=bfloat"], "did you mean 'bfloat16'?"),
+    (["run-workload", "transformer", "--set", "model.remat=MLP+Atn"], "did you mean 'Attn'?"),
+    (["analyze", str(FIXTURES / "transformer_remat"), "--option", "missing-remat.min_shar=0.1"],
+     "did you mean 'min_share'?"),
+])
+def test_a_misspelt_name_is_answered_with_the_closest_valid_one_first(args, closest):
+    proc = advisor(*args)
+    assert_one_line_error(proc)
+    assert closest in proc.stderr and proc.stderr.index(closest) < proc.stderr.index("valid ")
+
+
+def test_no_guess_for_a_name_like_none_of_the_valid_ones():
+    proc = advisor("analyze", str(FIXTURES / "transformer_remat"), "--select", "zzzz")
+    assert "did you mean" not in proc.stderr and "valid ids: scan-dynamic-update-slice" in proc.stderr
+
+
 def _snapshot(root):
     return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
 

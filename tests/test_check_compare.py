@@ -75,6 +75,17 @@ def test_regression_fails_naming_it(baseline, tmp_path):
     assert {r["ruleId"] for r in results} >= {"missing-remat", "budget:peak-memory"}
 
 
+def test_info_findings_are_notices_not_warnings(baseline):
+    """Under GitHub Actions a passing check's info finding (float32-activations is info on CPU) is a
+    `::notice`, a warning finding a `::warning`: CI logs keep warnings for what deserves one."""
+    proc = cli("check", REMAT, "--baseline", baseline, env={"GITHUB_ACTIONS": "true"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    notices = [line for line in lines if line.startswith("::notice ")]
+    assert any("float32-activations" in line for line in notices), proc.stdout
+    assert not any("info: " in line for line in lines if line.startswith("::warning ")), proc.stdout
+
+
 def test_fail_on_severity(baseline):
     # the float32 finding is in the baseline and only info: it fails only at --fail-on info
     assert cli("check", REMAT, "--baseline", baseline, "--fail-on", "warning").returncode == 0

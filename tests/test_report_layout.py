@@ -112,3 +112,24 @@ def test_stacked_rows_leave_out_empty_cells():
     layout.table(con, "fleet", cols, [["a/very/long/run/name/that/does/not/fit", "", "12,345.67 ms", "x"] * 1])
     plain = ANSI.sub("", out.getvalue())
     assert "step time" in plain and "12,345.67 ms" in plain and "errors" not in plain
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_advisor_rules_fits_a_narrow_terminal_without_cutting_a_word(width, monkeypatch):
+    """`advisor rules` at 80 columns: each rule a heading line (id, severity, backends) and its summary
+    beneath, wrapped at spaces: every word of every summary whole, no line wider than the terminal."""
+    from click.testing import CliRunner
+
+    from advisor import cli as cli_module, rules as catalog
+
+    made = layout.console
+    monkeypatch.setattr(layout, "console", lambda file=None, terminal=None, w=None: made(file, True, width))
+    out = ANSI.sub("", CliRunner().invoke(cli_module.main, ["rules"]).output)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width
+    words = out.split()
+    for rule in catalog.ALL:
+        assert rule.id in words
+        for word in rule.summary.split():
+            assert word in words, (rule.id, word)
+    assert len(lines) <= 3 * len(catalog.ALL) + 2, len(lines)

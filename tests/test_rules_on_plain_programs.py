@@ -23,6 +23,7 @@ PLAIN = {
     "scan": ("tower",), "scan_remat": ("tower", "remat"), "unrolled": ("tower", "unrolled"),
     "wide": ("wide",), "wide_donated": ("wide", "donate"), "recompile": ("recompile",), "print": ("print",),
     "h2d": ("h2d",), "clean": ("clean",), "unannotated": ("unannotated",),
+    "batchnorm_step": ("state_arguments", "batchnorm"), "token_step": ("state_arguments", "tokens"),
 }
 
 
@@ -64,6 +65,19 @@ def test_unrolled_has_no_scan_finding(traces):
 def test_donation(traces):
     assert "missing-buffer-donation" in rule_ids(analyze_json(traces["wide"]))
     assert "missing-buffer-donation" not in rule_ids(analyze_json(traces["wide_donated"]))
+
+
+@pytest.mark.parametrize("program, names", [
+    ("batchnorm_step", '("params", "batch_stats", "opt_state")'),     # step(params, batch_stats, opt_state, x, y)
+    ("token_step", '("params", "opt_state")'),                         # step(params, opt_state, tokens)
+])
+def test_donation_names_the_arguments_that_hold_the_state(traces, program, names):
+    """The advice names the step's own arguments, from the names JAX gives the entry parameters, never
+    a position guessed (it said donate_argnums=(0,) to both, leaving the optimizer state held twice)."""
+    (f,) = [f for f in analyze_json(traces[program])["runs"][0]["findings"] if f["rule"] == "missing-buffer-donation"]
+    assert f"donate_argnames={names}" in f["recommendation"]["text"]
+    assert "donate_argnums" not in f["recommendation"]["text"]
+    assert f["evidence"]["state_arguments"] == [n.strip('"() ') for n in names.split(",")]
 
 
 def test_source_points_at_the_users_file(traces):

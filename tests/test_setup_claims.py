@@ -3,6 +3,9 @@
 import configparser
 import re
 import sys
+from pathlib import Path
+
+import pytest
 
 from conftest import ROOT
 
@@ -34,3 +37,35 @@ def test_install_commands_are_from_the_clone():
                  for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "jax-advisor[" in line]
     assert offenders == []
     assert 'pip install -e ".[tensorboard]"' in (ROOT / "docs" / "tensorboard.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_python_m_advisor_in_the_clone_root_works_with_a_plain_install(tmp_path):
+    """A plain (non-editable) install, then `python -m advisor` in the clone's root: the clone's advisor/
+    shadows the installed package, and its rules/ and workloads/ stand beside it (setup.cfg maps them
+    into advisor): advisor.clone_folders finds them there. It failed with "cannot import name 'rules'"."""
+    import subprocess
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # the dependencies are this interpreter's; advisor itself is installed into the venv, as a wheel would
+    (Path(site) / "deps.pth").write_text("".join(f"{p}\n" for p in sys.path if p.endswith("-packages")))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--target", site, str(ROOT)], check=True, capture_output=True)
+    assert (Path(site) / "advisor" / "rules" / "__init__.py").is_file()      # a plain install: rules inside
+    proc = subprocess.run([python, "-m", "advisor", "rules", "--format", "json"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert '"missing-remat"' in proc.stdout
+
+
+def test_the_clone_finder_answers_only_for_the_mapped_packages():
+    from advisor import clone_folders
+
+    finder = clone_folders._CloneFolders(ROOT)
+    assert Path(finder.find_spec("advisor.rules", None).origin) == ROOT / "rules" / "__init__.py"
+    assert Path(finder.find_spec("advisor.workloads", None).origin) == ROOT / "workloads" / "__init__.py"
+    assert finder.find_spec("advisor.tests", None) is None and finder.find_spec("rules", None) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import config
 from .config import ConfigError
+from advisor.errors import did_you_mean
 
 
 def _module(name: str):
@@ -23,7 +24,7 @@ def _spec(name: str):
     elif name == "mlp":
         from . import mlp_spec as spec
     else:
-        raise ConfigError(f"unknown workload {name!r}; valid workloads: {', '.join(NAMES)}")
+        raise ConfigError(f"unknown workload {name!r}; {did_you_mean(name, NAMES, 'workloads')}")
     return spec
 
 

@@ -12,6 +12,8 @@ import copy
 import dataclasses
 from typing import Any, Callable
 
+from advisor.errors import did_you_mean
+
 
 class ConfigError(ValueError):
     """A config key or value the user gave is not valid; the message says what is."""
@@ -54,7 +56,7 @@ def parse_float(text: str) -> float:
 def parse_choice(choices: tuple) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in choices:
-            raise ConfigError(f"expected one of {', '.join(choices)}, got {text!r}")
+            raise ConfigError(f"got {text!r}; {did_you_mean(text, choices, 'values')}")
         return text
     return parse
 
@@ -82,9 +84,10 @@ def parse_subset(choices: tuple) -> Callable[[str], tuple]:
             items = split_set(text)
         except ConfigError:
             items = [""]
-        if any(x not in choices for x in items):
-            raise ConfigError(f"expected items of {', '.join(choices)} joined by '+' (e.g. {'+'.join(choices[:2])}), "
-                              f"or none, got {text!r}")
+        unknown = [x for x in items if x not in choices]
+        if unknown:
+            hint = did_you_mean(unknown[0], choices, "items") if unknown[0] else f"valid items: {', '.join(choices)}"
+            raise ConfigError(f"got {text!r}; {hint}, joined by '+' (e.g. {'+'.join(choices[:2])}), or none")
         return tuple(x for x in choices if x in items)
     return parse
 
@@ -112,7 +115,7 @@ def resolve(schema, presets: dict[str, dict[str, Any]], preset: str,
             overrides: list[str] | dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Defaults, then the preset's values, then the overrides (`key=value` strings or a dict)."""
     if preset not in presets:
-        raise ConfigError(f"unknown preset {preset!r}; valid presets: {', '.join(presets)}")
+        raise ConfigError(f"unknown preset {preset!r}; {did_you_mean(preset, presets, 'presets')}")
     config = defaults(schema)
     flat = flatten(schema)
     for key, value in presets[preset].items():
@@ -121,7 +124,7 @@ def resolve(schema, presets: dict[str, dict[str, Any]], preset: str,
     items = overrides.items() if isinstance(overrides, dict) else [_split(o) for o in overrides]
     for key, value in items:
         if key not in flat:
-            raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(flat)}")
+            raise ConfigError(f"unknown config key {key!r}; {did_you_mean(key, flat, 'keys')}")
         section, name = key.split(".", 1)
         # a value given as a Python value (the API's dicts) is read as its text: one grammar, checked
         text = value if isinstance(value, str) else format_value(value)

@@ -200,6 +200,7 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
 
     entry = next((c for c in mod.computations if c.name == mod.entry_computation_name), None)
     params, output_bytes, updated, sharded, param_dims, param_dtypes = {}, 0, frozenset(), {}, {}, {}
+    param_names: dict[int, str] = {}
     copies: dict[int, Optional[tuple[int, ...]]] = {}
     if entry is not None:
         for ins in entry.instructions:
@@ -209,6 +210,8 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                 copies[int(ins.parameter_number)] = _copies(ins)
                 param_dims[int(ins.parameter_number)] = shape_info(ins.shape)[1]
                 param_dtypes[int(ins.parameter_number)] = shape_info(ins.shape)[0]
+                if ins.metadata.op_name:     # JAX names an entry parameter by its argument's path
+                    param_names[int(ins.parameter_number)] = ins.metadata.op_name
             if ins.id == entry.root_id:
                 output_bytes = shape_info(ins.shape)[2]
         updated = _updated_parameters(entry)
@@ -218,7 +221,8 @@ def parse_module(data: bytes, program_id: int) -> HloModule:
                      has_remat=has_remat, grad_accumulation_steps=accumulation,
                      multisteps_every=multisteps,
                      updated_parameters=updated, parameter_sharded=sharded, parameter_copies=copies,
-                     parameter_dims=param_dims, parameter_dtypes=param_dtypes, loops=loops)
+                     parameter_dims=param_dims, parameter_dtypes=param_dtypes, parameter_names=param_names,
+                     loops=loops)
 
 
 def _everything(data: bytes, eager: frozenset, ops: dict, fused, inner_matmul, loop_comps, enclosing) -> dict:

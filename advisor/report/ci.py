@@ -109,9 +109,9 @@ def github(result) -> None:
     if os.environ.get("GITHUB_ACTIONS") != "true":
         return
     for c in result.checks:
-        if c.passed and c.level != "warning":
+        if c.passed and c.level not in ("warning", "notice"):
             continue
-        kind = "error" if not c.passed else "warning"
+        kind = "error" if not c.passed else c.level     # an info finding is a notice, not a warning
         props = []
         if c.source and ":" in c.source:
             file, line = c.source.rsplit(":", 1)

@@ -178,6 +178,24 @@ def _stacked(con: Console, head: Optional[Text], cols: list[Col], rows: list[lis
         con.print(Padding(t, (0, 0, 0, 2)))
 
 
+def entries(con: Console, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> None:
+    """A list whose last column is prose (a rule's summary): a table where it fits whole (and plain
+    lines off a terminal); on a narrower terminal each row as a heading line, its other cells joined,
+    with the prose beneath it, indented and wrapped at spaces, never cut inside a word."""
+    cells = [[_text(c) for c in row] for row in rows]
+    if plain(con) or sum(_widths(cols, cells)) + GAP * (len(cols) - 1) <= con.width:
+        table(con, None, cols, rows)
+        return
+    first = max(row[0].cell_len for row in cells)
+    for row in cells:
+        heading = Text.assemble((row[0].plain.ljust(first), "bold"))
+        for cell in row[1:-1]:
+            heading.append("  ")
+            heading.append_text(cell)
+        con.print(heading)
+        con.print(Padding(row[-1], (0, 0, 0, 4)))
+
+
 def pairs(con: Console, rows: Sequence[Sequence[Cell]], title: Optional[Text] = None) -> None:
     """Label / value lines (the summary): the value wraps at words on a terminal, never ellipsized."""
     t = Table(show_header=False, box=None, pad_edge=False, title=title, title_justify="left")
