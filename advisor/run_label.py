@@ -47,19 +47,23 @@ def _resolved(workload: str, preset: str) -> Optional[dict]:
 
 
 def settings(meta: dict) -> dict[str, str]:
-    """The run's config keys whose value differs from its preset's, in the schema's order, as text."""
+    """The run's config keys whose value differs from its preset's, and the keys a sweep varied
+    whatever their value (its default row names them too), in the schema's order, as text."""
     if not isinstance(meta, dict):
         return {}
     base, config = _preset(meta.get("workload"), meta.get("preset")), meta.get("config")
     if base is None or not isinstance(config, dict):
         return {}
+    sweep = meta.get("sweep") if isinstance(meta.get("sweep"), dict) else {}
+    varied = set(k for k in sweep.get("varied", ()) if isinstance(k, str)) if isinstance(sweep.get("varied"), list) \
+        else set()
     out = {}
     for section, fields in base.items():
         given = config.get(section)
         if not isinstance(given, dict):
             continue
         for key, default in fields.items():
-            if key in given and _text(given[key]) != _text(default):
+            if key in given and (_text(given[key]) != _text(default) or f"{section}.{key}" in varied):
                 out[f"{section}.{key}"] = _text(given[key])
     return out
 

@@ -211,6 +211,17 @@ def _profile(name: str, preset: str, config: dict, logdir: Path, progress: Calla
     return run_dir
 
 
+def add_metadata(run_dir: Path, **fields) -> None:
+    """Fields added to a recorded run's advisor_run.json (a sweep's varied keys), written whole or not
+    at all (a temporary file renamed over it)."""
+    path = run_dir / RUN_METADATA
+    meta = json.loads(path.read_text())
+    meta.update(fields)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
 def _write_metadata(run_dir, name, preset, config, device, built, compile_s, wall_ms, initial_loss, first_loss,
                     memory, need, capacity, source, cache_use) -> None:
     import jax

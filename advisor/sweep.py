@@ -10,7 +10,7 @@ from .compare import metrics
 from .engine import analyze_path
 from .job import Job
 from .errors import AdvisorError
-from .runner import OutOfMemory, profile_workload
+from .runner import OutOfMemory, add_metadata, profile_workload
 from .units import mib
 
 
@@ -45,6 +45,7 @@ def run_grid(name: str, preset: str, base: list[str], rows: list[list[str]], log
 
     out = []
     first = None
+    varied = list(dict.fromkeys(i.split("=", 1)[0] for items in rows for i in items if i not in base))
     progress(f"sweep: {len(rows)} row{'s' if len(rows) != 1 else ''}: " + " | ".join(label(r, base) for r in rows))
     for items in rows:
         row_name = label(items, base)
@@ -52,6 +53,7 @@ def run_grid(name: str, preset: str, base: list[str], rows: list[list[str]], log
         config = workloads.resolve(name, preset, items)
         try:
             run_dir = profile_workload(name, preset, config, logdir, progress, memory_limit)
+            add_metadata(run_dir, sweep={"varied": varied})     # its label names them, the default row's too
         except OutOfMemory as err:
             out.append({"config": row_name, "error": f"out of memory: needs {mib(err.required)} of {mib(err.capacity)}"})
             continue

@@ -61,3 +61,14 @@ def test_labels_keep_what_tells_runs_apart_and_treat_the_file_as_data(tmp_path):
     assert run_label.read(big) is None and run_label.read(tmp_path / "absent.json") is None
     (tmp_path / "bad.json").write_text("[" * 100_000)
     assert run_label.read(tmp_path / "bad.json") is None
+
+
+def test_a_sweep_run_names_the_keys_it_varied_even_at_their_default():
+    """A sweep's default row (model.remat=none, the preset's value) named nothing: its advisor_run.json
+    records the sweep's varied keys, and its settings name them whatever their value."""
+    meta = json.loads(next((FIXTURES / "transformer_scan").rglob("advisor_run.json")).read_text())
+    assert "model.remat" not in run_label.settings(meta)
+    swept = {**meta, "sweep": {"varied": ["model.remat", "model.no_such_key", 7]}}
+    assert run_label.settings(swept)["model.remat"] == "none"
+    assert "model.no_such_key" not in run_label.settings(swept)
+    assert run_label.settings({**meta, "sweep": {"varied": "model.remat"}}) == run_label.settings(meta)

@@ -49,6 +49,10 @@ def test_sweep_compares_rows(tmp_path):
     assert [r["config"] for r in rows] == ["model.remat=none", "model.remat=MLP+Attn"]
     assert rows[0]["peak_memory_ratio"] == 1.0 and rows[1]["peak_memory_ratio"] < 0.6
     assert "missing-remat" in rows[0]["findings"] and "missing-remat" not in rows[1]["findings"]
+    # analyzed afterwards, each run names what the sweep varied, the default row (remat=none) too
+    heads = [line for line in cli("analyze", tmp_path).stdout.splitlines() if line.startswith("workload ")]
+    assert len(heads) == 2 and any("model.remat=none" in h for h in heads), heads
+    assert any("model.remat=MLP+Attn" in h for h in heads), heads
 
 
 def test_sweep_refuses_bad_values_before_running(tmp_path):
