@@ -251,9 +251,11 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
     progress("analyzing")
     analyses = analyze_path(run_dir, Job(tuple(rules), options, capacity or limit))
     from .compile_check import compile_check
+    from .runner import add_metadata
     from .verification import verify_workload
     if compile_advice and hosts == 1:
-        compile_check(name, preset, items, analyses[0], progress)
+        checked = compile_check(name, preset, items, analyses[0], progress)
+        add_metadata(run_dir, compile_checked=checked)     # analyze, serve and the tab show it too
     if verify:
         verify_workload(name, preset, items, analyses[0], logdir, progress, limit)
     _emit([a.document() for a in analyses], fmt, output, str(run_dir), "run-workload")

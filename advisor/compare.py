@@ -138,6 +138,15 @@ class Comparison:
             out.append("changed: no setting (the same configuration on both sides)")
         return out
 
+    @property
+    def mfu_ratio(self) -> Optional[float]:
+        """New MFU over base; None where either side has no peak to measure MFU against."""
+        return self.new.mfu / self.base.mfu if self.base.mfu and self.new.mfu is not None else None
+
+    def mfu_peaks(self) -> str:
+        """The peak (or peaks) MFU is measured against on the two sides, with their sources; "" for none."""
+        return "; ".join(sorted({self.base.mfu_peak, self.new.mfu_peak} - {""}))
+
     def memory_regressed(self, threshold: float) -> bool:
         return self.peak_memory_ratio is not None and self.peak_memory_ratio - 1 > threshold
 

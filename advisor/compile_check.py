@@ -11,6 +11,7 @@ of the run's job (advisor/job.py), on this machine when its backend is the trace
 
 from __future__ import annotations
 
+import json
 from typing import Callable, Optional
 
 from .findings import Expected, Finding
@@ -43,48 +44,81 @@ def refute(finding: Finding, checked: str, reason: str) -> None:
 
 
 def compile_check(name: str, preset: str, overrides: list[str], analysis,
-                  progress: Callable[[str], None] = lambda m: None, base: Optional[int] = None) -> None:
+                  progress: Callable[[str], None] = lambda m: None, base: Optional[int] = None) -> dict:
     """Compile the workload with each recommended config change and record what it would need
-    (`base`: what the step needs as it ran; default: the run's own compiled figure)."""
+    (`base`: what the step needs as it ran; default: the run's own compiled figure). Returns what was
+    compiled (`recorded`), which run-workload keeps in the run's advisor_run.json: whoever analyzes
+    the run later (analyze, serve, the TensorBoard tab) shows the same checked advice."""
     from advisor import workloads
 
     from .runner import estimate_bytes
 
     base = base or run_metadata(analysis).get("required_bytes")
+    variants = []
     for finding in analysis.findings:
         rec = finding.recommendation
         if not rec.config:
             continue
-        change = sets(rec.config)
-        progress(f"checking {finding.rule}: compiling with {change} (not running)")
+        config = dict(rec.config)
+        progress(f"checking {finding.rule}: compiling with {sets(config)} (not running)")
         try:
-            need = estimate_bytes(name, workloads.resolve(name, preset, overrides + as_overrides(rec.config)))
+            need = estimate_bytes(name, workloads.resolve(name, preset, overrides + as_overrides(config)))
         except Exception as exc:  # noqa: BLE001 - a change that does not compile is refuted, not fatal
-            refute(finding, "compiled", f"with {change} the step does not compile: {str(exc).splitlines()[0]}")
-            continue
-        if need is None or not base:
-            rec.check = f"{rec.check} (compiled with {change}: the compiler gave no memory figures)"
-            continue
-        figures = f"with {change}: peak {mib(base)} -> {mib(need)} (XLA buffer assignment)"
-        if rec.expected.metric == "peak_memory":
-            if need >= MEMORY_GAIN * base:
-                refute(finding, "compiled", f"with {change} the step needs {mib(need)} against {mib(base)} today "
-                                            "(XLA buffer assignment)")
-                continue
-            was = rec.expected.saving
-            rec.expected = Expected("peak_memory", base - need, "bytes",
-                                    f"{mib(base - need)} less peak memory (compiled: {mib(base)} -> {mib(need)})"
-                                    + (f"; the trace's estimate was {mib(was)}" if was else ""))
-            rec.checked, rec.check = "compiled", figures
+            variants.append({"config": config, "error": str(exc).splitlines()[0]})
         else:
-            capacity = finding.evidence.get("device_capacity_bytes")    # a fix that trades memory for time
-            if capacity and need > capacity:
-                refute(finding, "compiled", f"with {change} the step needs {mib(need)}, more than the device's "
-                                            f"{mib(capacity)} (XLA buffer assignment)")
-                continue
-            rec.check = f"step time from this trace (--verify re-runs and measures it); compiled {figures}"
-            if need > base / MEMORY_GAIN:
-                rec.cost = f"{rec.cost}; peak memory grows: {mib(base)} -> {mib(need)} (compiled)"
+            variants.append({"config": config, "required_bytes": need})
+        _judge(finding, base, variants[-1])
+    return {"base_bytes": base, "variants": variants}
+
+
+def apply_recorded(analysis) -> None:
+    """The advice of a run that run-workload compile-checked, checked as it was then (advisor_run.json's
+    `compile_checked`): the same figures, without compiling again. A stranger's file: only a variant
+    whose config is a finding's, with an integer figure or an error text, is used."""
+    recorded = run_metadata(analysis).get("compile_checked")
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("variants"), list):
+        return
+    base = recorded.get("base_bytes")
+    base = base if isinstance(base, int) and not isinstance(base, bool) and base > 0 else None
+    key = lambda config: json.dumps(config, sort_keys=True, default=str)  # noqa: E731 - tuples and lists alike
+    variants = {key(v["config"]): v for v in recorded["variants"] if isinstance(v, dict) and "config" in v}
+    for finding in analysis.findings:
+        config = finding.recommendation.config
+        if config and key(config) in variants:
+            _judge(finding, base, variants[key(config)])
+
+
+def _judge(finding: Finding, base: Optional[int], variant: dict) -> None:
+    """What a compiled variant ({"config", "required_bytes"} or {"config", "error"}) says of the finding's fix."""
+    rec = finding.recommendation
+    change = sets(rec.config)
+    need, error = variant.get("required_bytes"), variant.get("error")
+    if isinstance(error, str):
+        refute(finding, "compiled", f"with {change} the step does not compile: {error[:300]}")
+        return
+    if not isinstance(need, int) or isinstance(need, bool) or not base:
+        rec.check = f"{rec.check} (compiled with {change}: the compiler gave no memory figures)"
+        return
+    figures = f"with {change}: peak {mib(base)} -> {mib(need)} (XLA buffer assignment)"
+    if rec.expected.metric == "peak_memory":
+        if need >= MEMORY_GAIN * base:
+            refute(finding, "compiled", f"with {change} the step needs {mib(need)} against {mib(base)} today "
+                                        "(XLA buffer assignment)")
+            return
+        was = rec.expected.saving
+        rec.expected = Expected("peak_memory", base - need, "bytes",
+                                f"{mib(base - need)} less peak memory (compiled: {mib(base)} -> {mib(need)})"
+                                + (f"; the trace's estimate was {mib(was)}" if was else ""))
+        rec.checked, rec.check = "compiled", figures
+    else:
+        capacity = finding.evidence.get("device_capacity_bytes")    # a fix that trades memory for time
+        if capacity and need > capacity:
+            refute(finding, "compiled", f"with {change} the step needs {mib(need)}, more than the device's "
+                                        f"{mib(capacity)} (XLA buffer assignment)")
+            return
+        rec.check = f"step time from this trace (--verify re-runs and measures it); compiled {figures}"
+        if need > base / MEMORY_GAIN:
+            rec.cost = f"{rec.cost}; peak memory grows: {mib(base)} -> {mib(need)} (compiled)"
 
 
 def overrides_of(name: str, preset: str, config: dict) -> list[str]:

@@ -126,9 +126,11 @@ class Job:
         from .sources import shorten
         shorten(findings, profile.run_metadata)
         analysis = Analysis(profile=profile, findings=findings, summary=summary_view.of(profile), rules=coverage)
+        from .compile_check import apply_recorded, compile_check_trace
         if self.compile_check:
-            from .compile_check import compile_check_trace
             compile_check_trace(analysis, progress)
+        else:       # what run-workload compiled when it recorded the run, as it said then
+            apply_recorded(analysis)
         return analysis
 
     def bind(self, profile: Profile, rules: list[Rule]) -> None:

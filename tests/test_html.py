@@ -188,3 +188,36 @@ def test_compare_page_shows_formatted_figures():
     page = render_compare([("run", compare(metrics(base.document()), metrics(new.document())))], "base", "new")
     assert re.search(r"<td>x\d+\.\d\d</td>", page) and re.search(r"noise \(relative spread\): \d+\.\d%", page)
     assert not re.search(r"<td>\d+\.\d{3,}</td>", page)
+
+
+def test_compare_page_has_the_mfu_row_the_text_compare_prints():
+    """The HTML compare dropped the MFU row (and its peak) that the text compare prints."""
+    from advisor.compare import compare, metrics
+    from advisor.engine import analyze_path
+    from advisor.report.html import render_compare
+
+    h100 = ROOT / "fixtures" / "h100-traces"
+    (base,), (new,) = (analyze_path(h100 / "transformer_seed"),
+                       analyze_path(h100 / "transformer_seed_no_command_buffers"))
+    c = compare(metrics(base.document()), metrics(new.document()))
+    page = render_compare([("run", c)], "base", "new")
+    assert "<tr><td>MFU</td><td>21.4%</td><td>21.0%</td><td>x0.98</td></tr>" in page
+    assert "MFU against NVIDIA H100 SXM bf16 (NVIDIA H100 Tensor Core GPU data sheet (2023)" in page
+    (scan,) = analyze_path(ROOT / "fixtures" / "transformer_scan")     # CPU, no peak given: no MFU row
+    assert "<td>MFU</td>" not in render_compare([("run", compare(metrics(scan.document()),
+                                                                 metrics(scan.document())))], "a", "b")
+
+
+def test_equal_largest_buffers_are_said_in_a_line_not_drawn_as_equal_bars():
+    """On the seed trace the ten largest buffers are all 192 MiB: ten equal bars with cut labels said
+    nothing; a line says it, and the table beside it names each buffer."""
+    from advisor.engine import analyze_path
+    from advisor.report.html import render_report
+
+    (seed,) = analyze_path(ROOT / "fixtures" / "h100-traces" / "transformer_seed")
+    page = render_report([seed.document()], "seed")
+    assert "the 10 largest buffers live at the peak are all 192.0 MiB" in page
+    assert 'aria-label="largest buffers"><figure>' not in page
+    (scan,) = analyze_path(ROOT / "fixtures" / "transformer_scan")     # sizes that differ: drawn
+    drawn = render_report([scan.document()], "scan")
+    assert "largest buffers live at the peak are all" not in drawn and 'aria-label="largest buffers"><figure>' in drawn

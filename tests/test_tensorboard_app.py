@@ -397,3 +397,28 @@ def test_the_efficiency_verdict_heads_the_run_where_the_summary_has_one():
     page = run_section(doc, [])
     assert '<p class="verdict"><b>verdict</b> memory-bound &lt;b&gt;x&lt;/b&gt;</p>' in page
     assert page.index('class="verdict"') < page.index("<h2>Findings</h2>")
+
+
+def test_a_run_compile_checked_when_recorded_says_so_in_the_tab_as_in_the_cli(tmp_path, cache_dir):
+    """run-workload compiles each recommended change and keeps the figures in the run's
+    advisor_run.json (`compile_checked`): the tab (and serve, and analyze) show the advice as it was
+    checked, not the trace's estimate (the tab said "estimated" and 67.2 MiB where the CLI said
+    "compiled" and 76.6 MiB)."""
+    import json
+
+    run = _copy_run("transformer_scan", tmp_path / "logs", 1_700_000_000)
+    meta_path = run / "advisor_run.json"
+    meta = json.loads(meta_path.read_text())
+    meta["compile_checked"] = {"base_bytes": 122204428, "variants": [       # 116.5 MiB, as run-workload compiled it
+        {"config": {"model.remat": ["MLP", "Attn"]}, "required_bytes": 41876628},
+        {"config": {"model.scan_layers": False}, "required_bytes": 103330612}]}
+    meta_path.write_text(json.dumps(meta))
+    line = "compiled: with --set model.remat=MLP+Attn: peak 116.5 MiB -> 39.9 MiB (XLA buffer assignment)"
+    text = cli("analyze", tmp_path / "logs").stdout
+    assert f"checked:  {line}" in text and "76.6 MiB less peak memory" in text
+    routes = AdvisorApp(tmp_path / "logs").routes()
+    page = _open(Client(lambda environ, start: routes[environ["PATH_INFO"]](environ, start)), f"run={run.name}")
+    assert html.escape(line) in page and "76.6 MiB less peak memory" in page
+    meta["compile_checked"] = {"base_bytes": "x", "variants": [{"config": 3}, "junk"]}   # a stranger's file
+    meta_path.write_text(json.dumps(meta))
+    assert "checked:  estimated: from this trace alone" in cli("analyze", tmp_path / "logs").stdout

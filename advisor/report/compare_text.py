@@ -30,16 +30,14 @@ def render(results, console: Console) -> None:
         if b.peak_memory_bytes is not None and n.peak_memory_bytes is not None:
             rows.append(["peak memory", mib(b.peak_memory_bytes), mib(n.peak_memory_bytes), _ratio(c.peak_memory_ratio)])
         if b.mfu is not None or n.mfu is not None:
-            rows.append(["MFU", _pct(b.mfu), _pct(n.mfu),
-                         _ratio(n.mfu / b.mfu) if b.mfu and n.mfu is not None else "n/a"])
+            rows.append(["MFU", _pct(b.mfu), _pct(n.mfu), _ratio(c.mfu_ratio)])
         for cat, ratio in c.category_ratios.items():
             rows.append([terminal(f"op time per step: {cat}"), f"{b.category_ms_per_step.get(cat, 0):,.2f} ms",
                          f"{n.category_ms_per_step.get(cat, 0):,.2f} ms", _ratio(ratio)])
         layout.table(console, None, [layout.Col("metric", wrap=True), layout.Col("base", number=True),
                                      layout.Col("new", number=True), layout.Col("ratio", number=True)], rows)
-        if n.mfu_peak or b.mfu_peak:
-            peaks = {b.mfu_peak, n.mfu_peak} - {""}
-            console.print(terminal("MFU against " + "; ".join(sorted(peaks)), "dim"))
+        if c.mfu_peaks():
+            console.print(terminal("MFU against " + c.mfu_peaks(), "dim"))
         console.print(c.step_time_verdict())
         for rule in c.findings_added:
             console.print(Text.assemble(terminal(f"+ {rule}", "yellow"), terminal(f": {n.titles.get(rule, '')}")))

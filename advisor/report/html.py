@@ -284,14 +284,17 @@ def _plots(views: dict, summary: dict) -> list[str]:
                                              f"memory at peak by kind: {mib(mem['peak_bytes'])} in all"),
                                 "memory at peak by kind"))
         largest = mem["largest"]
-        labels = [f"{b['shape']} {b['instruction']}" for b in largest]
-        out.append(charts.chart(charts.barh(labels, [b["bytes"] / 2**20 for b in largest], "MiB",
-                                            "largest buffers at peak", "#8e44ad"),
-                                charts.table(["buffer", "shape", "kind", "MiB"],
-                                             [[b["instruction"], b["shape"], b["group"], round(b["bytes"] / 2**20, 2)]
-                                              for b in largest],
-                                             "the 10 largest buffers live at the peak"),
-                                "largest buffers"))
+        numbers = charts.table(["buffer", "shape", "kind", "MiB"],
+                               [[b["instruction"], b["shape"], b["group"], round(b["bytes"] / 2**20, 2)]
+                                for b in largest], f"the {len(largest)} largest buffers live at the peak")
+        sizes = {b["bytes"] for b in largest}
+        if len(largest) > 1 and len(sizes) == 1:    # bars of one length say nothing a line does not
+            out.append(f'<div class="chart" role="group" aria-label="largest buffers"><p>the {len(largest)} '
+                       f"largest buffers live at the peak are all {_e(mib(sizes.pop()))}</p>{numbers}</div>")
+        else:
+            labels = [f"{b['shape']} {b['instruction']}" for b in largest]
+            out.append(charts.chart(charts.barh(labels, [b["bytes"] / 2**20 for b in largest], "MiB",
+                                                "largest buffers at peak", "#8e44ad"), numbers, "largest buffers"))
     return out
 
 
@@ -362,6 +365,10 @@ def _compare_section(name: str, c) -> str:
     rows = [["step time (ms)", _num(d["base"]["step_time_ms"]), _num(d["new"]["step_time_ms"]), _x(d["step_time_ratio"])],
             ["peak memory (MiB)", _num(_m(d["base"]["peak_memory_bytes"]), 1), _num(_m(d["new"]["peak_memory_bytes"]), 1),
              _x(d["peak_memory_ratio"])]]
+    if c.base.mfu is not None or c.new.mfu is not None:      # the text compare's MFU row, and its peak
+        rows.append(["MFU", _pct(c.base.mfu), _pct(c.new.mfu), _x(c.mfu_ratio)])
+    caption = f"step-time noise (relative spread): {_pct(d['step_time_noise'])}" + (
+        f"; MFU against {c.mfu_peaks()}" if c.mfu_peaks() else "")
     cats = sorted(d["category_ratios"])
     b = [d["base"]["category_ms_per_step"].get(k, 0.0) for k in cats]
     n = [d["new"]["category_ms_per_step"].get(k, 0.0) for k in cats]
@@ -374,8 +381,7 @@ def _compare_section(name: str, c) -> str:
     ax.legend()
     ax.set_title("op time by category: base and new", loc="left")
     return (f"<h2>{_e(name)}</h2>" + _compare_head(c)
-            + charts.table(["measure", "base", "new", "new / base"], rows,
-                     f"step-time noise (relative spread): {_pct(d['step_time_noise'])}")
+            + charts.table(["measure", "base", "new", "new / base"], rows, caption)
             + charts.chart(charts.svg(fig), charts.table(["category", "base ms", "new ms", "new / base"],
                                        [[k, _num(bb), _num(nn), _x(d["category_ratios"][k])]
                                         for k, bb, nn in zip(cats, b, n)],
