@@ -497,22 +497,10 @@ def calibrate(size, dtype, stream_mib):
     traces whose run records this machine (runs of run-workload and advisor.trace), labelled "measured on
     <host> by advisor calibrate"; an op is judged against the roof of the fastest level its data fits in."""
     from . import calibrate as cal
-    from .hardware import describe
-    from .report.efficiency_text import rate
-    from .units import size as size_text
+    from .report import calibrate_text
 
     entry = cal.measure(size, dtype, stream_mib)
-    path = cal.save(entry)
-    click.echo(f"{entry['host']} ({describe(entry['hardware'])}; {entry['backend']}, {entry['device_kind']}): "
-               f"matmul {rate(entry['flops_per_s'])} ({dtype}, {size}x{size})")
-    for r in entry["roofs"]:
-        fits = f"ops whose data fits in {size_text(r['fits_bytes'])}" if r["fits_bytes"] else \
-            f"any size; measured moving {size_text(entry['stream_bytes'])} a pass"
-        raised = (f"; measured {rate(r['measured_bytes_per_s'], 'B/s')}, below the next level's, so taken as "
-                  "that: data that fits here fits there too" if r.get("measured_bytes_per_s") else "")
-        click.echo(f"  {r['level']:<5} {rate(r['bytes_per_s'], 'B/s')} ({fits}{raised})")
-    click.echo(f"stored in {path}; analyze uses them for traces whose run records this machine ({entry['host']}, "
-               f"{entry['backend']})")
+    calibrate_text.render(entry, cal.save(entry), dtype, size, click.echo)
 
 
 @main.command("rules")
