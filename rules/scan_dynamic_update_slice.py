@@ -57,7 +57,7 @@ from advisor.units import ms, pct
 
 from advisor.remedies import Kind, Remedy, advice, config_for, severity
 
-from ._common import bundled_config, dims, measured_by, parameter_shapes, per_step, stacking_copies
+from ._common import bundled_config, dims, measured_by, per_step, stacking_copies
 from advisor.views import parallelism
 
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies
