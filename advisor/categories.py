@@ -23,7 +23,7 @@ def categorize(instruction: Optional[Instruction], kernel_name: str = "") -> str
         ins = instruction
         if ins.opcode in ("dot",) or "dot" in ins.fused_opcodes:
             return "matmul"
-        if ins.opcode == "convolution" or "convolution" in ins.fused_opcodes:
+        if ins.opcode == "convolution" or "convolution" in ins.fused_opcodes or ins.is_convolution_call:
             return "convolution"
         if ins.opcode in _COLLECTIVES or any(op in ins.fused_opcodes for op in _COLLECTIVES):
             return "collective"

@@ -52,6 +52,12 @@ class SourceLine:
         return f"{self.file}:{self.line}"
 
 
+# XLA:GPU's convolution custom calls (xla/service/gpu/cublas_cudnn.cc), on ROCm too (MIOpen runs them);
+# their FLOPs: advisor/load/conv_cost.py
+CONV_TARGETS = frozenset({"__cudnn$convForward", "__cudnn$convBackwardInput", "__cudnn$convBackwardFilter",
+                          "__cudnn$convBiasActivationForward", "__cudnn$convForwardGraph"})
+
+
 @dataclasses.dataclass(frozen=True)
 class Cost:
     """One execution of one HLO instruction (XLA's conventions: advisor/load/hlo_cost.py)."""
@@ -124,12 +130,18 @@ class Instruction:
 
     @property
     def is_matmul(self) -> bool:
-        """A dot or convolution, fused or not, or a library GEMM call (cuBLAS, hipBLASLt)."""
-        if self.does("dot") or self.does("convolution"):
+        """A dot or convolution, fused or not, or a library GEMM or convolution call (cuBLAS, hipBLASLt,
+        cuDNN, MIOpen)."""
+        if self.does("dot") or self.does("convolution") or self.is_convolution_call:
             return True
         target = self.custom_call_target.lower()
         return self.opcode == "custom-call" and (any(k in target for k in ("gemm", "matmul", "cublas", "hipblas"))
                                                  or self.is_attention)
+
+    @property
+    def is_convolution_call(self) -> bool:
+        """A convolution XLA hands to cuDNN or MIOpen (forward, input or filter gradient, fused epilogue)."""
+        return self.opcode == "custom-call" and self.custom_call_target in CONV_TARGETS
 
     @property
     def is_attention(self) -> bool:
