@@ -57,6 +57,10 @@ class SourceLine:
 CONV_TARGETS = frozenset({"__cudnn$convForward", "__cudnn$convBackwardInput", "__cudnn$convBackwardFilter",
                           "__cudnn$convBiasActivationForward", "__cudnn$convForwardGraph"})
 
+# Custom calls that run a kernel of the user's (Triton, Pallas): what kind (advisor/load/kernel_calls.py)
+KERNEL_TARGETS = {"__gpu$xla.gpu.triton": "Triton", "triton_kernel_call": "Triton", "triton_kernel_call_ffi": "Triton",
+                  "mosaic_gpu": "Mosaic GPU", "mosaic_gpu_v2": "Mosaic GPU"}
+
 
 @dataclasses.dataclass(frozen=True)
 class Cost:
@@ -96,6 +100,10 @@ class Instruction:
     runs: Optional[float] = None        # executions per execution of its program (loop trip counts); None unknown
     matmul_dims: tuple[int, ...] = ()   # dots, GEMM calls, fusions around a dot: (batch, M, N, K)
     changes_layout: bool = False        # a transpose, a copy into another layout, or a fusion of only those
+    # Triton and Pallas custom calls (advisor/load/kernel_calls.py): the kernel's name, and whether its
+    # Triton IR multiplies matrices
+    kernel: str = ""
+    kernel_dot: bool = False
 
     @property
     def shape(self) -> str:
@@ -137,6 +145,14 @@ class Instruction:
         target = self.custom_call_target.lower()
         return self.opcode == "custom-call" and (any(k in target for k in ("gemm", "matmul", "cublas", "hipblas"))
                                                  or self.is_attention)
+
+    @property
+    def label(self) -> str:
+        """What a note names the op by: its custom call's target (and kernel), else its name."""
+        if self.kernel:
+            return f"{KERNEL_TARGETS.get(self.custom_call_target, 'user')} kernel {self.kernel} " \
+                   f"({self.custom_call_target})"
+        return self.custom_call_target or self.name
 
     @property
     def is_convolution_call(self) -> bool:
