@@ -211,3 +211,15 @@ def test_the_conv_traces_read_as_xprof_reads_them(name, findings):
     check_against_xprof(path, run)
     rows = xprof_tool(path, "hlo_stats")["rows"]
     assert rows, "xprof found no XLA ops"
+
+
+def test_the_cnn_fixtures_are_what_their_builder_writes(tmp_path):
+    """fixtures/gpu/cnn.py rebuilds the committed traces byte for byte (the convolution's window and
+    dimension numbers lowered again by this JAX, the module parsed by this jaxlib's HLO parser)."""
+    import sys
+    sys.path.insert(0, str(FIXTURES / "gpu"))
+    import cnn
+
+    for name, layout in cnn.SCENARIOS.items():
+        built = cnn.build(name, layout, root=tmp_path)
+        assert built.read_bytes() == (FIXTURES / name / "plugins/profile/run/gpuhost.xplane.pb").read_bytes(), name
