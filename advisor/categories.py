@@ -15,6 +15,7 @@ _COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "col
 _COPIES = ("copy", "dynamic-update-slice", "dynamic-slice", "copy-start")
 _MATMUL_TARGET = re.compile(r"gemm|matmul|cublas|hipblas", re.I)
 _MATMUL_KERNEL = re.compile(r"gemm|xmma|cutlass|nvjet|Cijk_|matmul|sgemm|hgemm", re.I)
+_ATTENTION_KERNEL = re.compile(r"attention|attn|mha|flash", re.I)
 _MEMCPY_NAME = re.compile(r"^(Memcpy|CopyDeviceTo|CopyHostTo|__amd_rocclr_copyBuffer)")
 
 
@@ -23,12 +24,14 @@ def categorize(instruction: Optional[Instruction], kernel_name: str = "") -> str
         ins = instruction
         if ins.opcode in ("dot",) or "dot" in ins.fused_opcodes:
             return "matmul"
-        if ins.opcode == "convolution" or "convolution" in ins.fused_opcodes:
+        if ins.opcode == "convolution" or "convolution" in ins.fused_opcodes or ins.is_convolution_call:
             return "convolution"
         if ins.opcode in _COLLECTIVES or any(op in ins.fused_opcodes for op in _COLLECTIVES):
             return "collective"
         if ins.is_attention:
             return "attention"
+        if ins.kernel_dot:      # a Triton kernel whose IR multiplies matrices
+            return "attention" if _ATTENTION_KERNEL.search(ins.kernel) else "matmul"
         if ins.opcode == "custom-call":
             return "matmul" if _MATMUL_TARGET.search(ins.custom_call_target) else "custom-call"
         if ins.opcode in _COPIES or any(op in ins.fused_opcodes for op in ("dynamic-update-slice",)):

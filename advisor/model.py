@@ -52,6 +52,16 @@ class SourceLine:
         return f"{self.file}:{self.line}"
 
 
+# XLA:GPU's convolution custom calls (xla/service/gpu/cublas_cudnn.cc), on ROCm too (MIOpen runs them);
+# their FLOPs: advisor/load/conv_cost.py
+CONV_TARGETS = frozenset({"__cudnn$convForward", "__cudnn$convBackwardInput", "__cudnn$convBackwardFilter",
+                          "__cudnn$convBiasActivationForward", "__cudnn$convForwardGraph"})
+
+# Custom calls that run a kernel of the user's (Triton, Pallas): what kind (advisor/load/kernel_calls.py)
+KERNEL_TARGETS = {"__gpu$xla.gpu.triton": "Triton", "triton_kernel_call": "Triton", "triton_kernel_call_ffi": "Triton",
+                  "mosaic_gpu": "Mosaic GPU", "mosaic_gpu_v2": "Mosaic GPU"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Cost:
     """One execution of one HLO instruction (XLA's conventions: advisor/load/hlo_cost.py)."""
@@ -90,6 +100,10 @@ class Instruction:
     runs: Optional[float] = None        # executions per execution of its program (loop trip counts); None unknown
     matmul_dims: tuple[int, ...] = ()   # dots, GEMM calls, fusions around a dot: (batch, M, N, K)
     changes_layout: bool = False        # a transpose, a copy into another layout, or a fusion of only those
+    # Triton and Pallas custom calls (advisor/load/kernel_calls.py): the kernel's name, and whether its
+    # Triton IR multiplies matrices
+    kernel: str = ""
+    kernel_dot: bool = False
 
     @property
     def shape(self) -> str:
@@ -124,12 +138,26 @@ class Instruction:
 
     @property
     def is_matmul(self) -> bool:
-        """A dot or convolution, fused or not, or a library GEMM call (cuBLAS, hipBLASLt)."""
-        if self.does("dot") or self.does("convolution"):
+        """A dot or convolution, fused or not, or a library GEMM or convolution call (cuBLAS, hipBLASLt,
+        cuDNN, MIOpen)."""
+        if self.does("dot") or self.does("convolution") or self.is_convolution_call:
             return True
         target = self.custom_call_target.lower()
         return self.opcode == "custom-call" and (any(k in target for k in ("gemm", "matmul", "cublas", "hipblas"))
                                                  or self.is_attention)
+
+    @property
+    def label(self) -> str:
+        """What a note names the op by: its custom call's target (and kernel), else its name."""
+        if self.kernel:
+            return f"{KERNEL_TARGETS.get(self.custom_call_target, 'user')} kernel {self.kernel} " \
+                   f"({self.custom_call_target})"
+        return self.custom_call_target or self.name
+
+    @property
+    def is_convolution_call(self) -> bool:
+        """A convolution XLA hands to cuDNN or MIOpen (forward, input or filter gradient, fused epilogue)."""
+        return self.opcode == "custom-call" and self.custom_call_target in CONV_TARGETS
 
     @property
     def is_attention(self) -> bool:

@@ -9,6 +9,7 @@ import sysconfig
 from typing import Optional
 
 from ..model import (
+    KERNEL_TARGETS,
     HloModule,
     Instruction,
     Instructions,
@@ -20,6 +21,7 @@ from ..model import (
 from .element_types import ELEMENT_TYPES, TUPLE
 from .hlo_cost import ModuleCost
 from .hlo_proto import HloProto
+from .kernel_calls import user_kernel
 
 # Frames in these packages are the libraries', not the user's: attribution skips them.
 _LIBRARY_PARTS = ("/jax/", "/jaxlib/", "/flax/", "/optax/", "/orbax/", "/chex/", "/importlib/")
@@ -124,6 +126,8 @@ class _Builder:
                 operand_dims=_operand_dims(ins, by_id) if collective or "dynamic-slice" in fused_ops
                 or opcode == "dynamic-slice" else (),
                 loop=loop)
+            if opcode == "custom-call" and ins.custom_call_target in KERNEL_TARGETS:
+                instruction.kernel, instruction.kernel_dot = user_kernel(ins.custom_call_target, ins.backend_config)
             built.append(instruction)
         return built
 

@@ -18,6 +18,10 @@ against jaxlib's `hlo_module_cost_analysis` on the CPU modules (tests/test_hlo_c
 - Fused attention custom-calls (cuDNN's `__cudnn$fmha*`, Transformer Engine's `te_fused_attn_*`):
   from the shapes and mask in their config (advisor/load/attention_cost.py: FlashAttention's
   convention, the backward at 2.5x the forward).
+- cuDNN / MIOpen convolution custom-calls (`__cudnn$convForward`, `__cudnn$convBackwardInput`,
+  `__cudnn$convBackwardFilter`, `__cudnn$convBiasActivationForward`): from the forward convolution's
+  window, dimension numbers and feature groups that XLA keeps on the call (advisor/load/conv_cost.py:
+  each pass as the implicit GEMM the library runs, taps over the padding included).
 - Other custom-calls (user kernels): FLOPs unknown (`None`); the view reports their share of op time.
 - Bytes: operands read plus result written, per instruction (not per fused inner op).
 
@@ -35,6 +39,7 @@ from typing import Optional
 
 from ..model import Cost
 from .attention_cost import attention_flops, is_attention_target
+from .conv_cost import conv_cost, is_conv_target
 from .element_types import ELEMENT_TYPES, TUPLE
 
 TRANSCENDENTAL = frozenset({"exponential", "exponential-minus-one", "log", "log-plus-one", "logistic", "power",
@@ -339,6 +344,11 @@ class ModuleCost:
         if is_attention_target(target):
             dims = [[int(d) for d in self.by_id[o].shape.dimensions] for o in ins.operand_ids if o in self.by_id]
             return Cost(attention_flops(target, ins.backend_config, dims), 0.0, nbytes)
+        if is_conv_target(target):
+            dims = [[int(d) for d in self.by_id[o].shape.dimensions] if o in self.by_id else None
+                    for o in ins.operand_ids]
+            counted = conv_cost(ins, dims, [int(d) for d in result.dimensions])
+            return Cost(counted[0], counted[1], nbytes) if counted else Cost(None, 0.0, nbytes)
         if not is_gemm_target(target):
             return Cost(None, 0.0, nbytes)
         k = self._gemm_k(ins, out_elems)

@@ -44,7 +44,7 @@ def verdict_basis(profile: Profile, rows: list, bounds: dict, peak, per: int, st
     larger = {k: v for k, v in states.items() if v > min(own, 1.0)}
     return {"state": bound, "share_of_step": round(min(own, 1.0), 4), "states": states,
             "dominant": max(larger, key=larger.get) if larger else None,
-            "unknown_bound_ops": sorted({r.instruction.custom_call_target or r.name for r in rows
+            "unknown_bound_ops": sorted({r.instruction.label for r in rows
                                          if bounds[id(r)] is None and r.flops is None})[:4],
             "peaks": peak is not None}
 

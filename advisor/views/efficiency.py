@@ -156,7 +156,7 @@ def _build(profile: Profile) -> Optional[dict[str, Any]]:
                      + (f" and {len(over_peak) - 5} more" if len(over_peak) > 5 else ""))
     unknown_share = unknown_ns / total_ns if total_ns else 0.0
     if unknown_ns and total_ns:
-        unknown = sorted({r.instruction.custom_call_target or r.name for r in rows if r.flops is None})
+        unknown = sorted({r.instruction.label for r in rows if r.flops is None})
         notes.append(f"{unknown_share:.1%} of op time is in ops whose FLOPs the HLO does not say "
                      f"({', '.join(unknown[:4])}): not counted")
 
