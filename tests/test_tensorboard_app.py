@@ -422,3 +422,30 @@ def test_a_run_compile_checked_when_recorded_says_so_in_the_tab_as_in_the_cli(tm
     meta["compile_checked"] = {"base_bytes": "x", "variants": [{"config": 3}, "junk"]}   # a stranger's file
     meta_path.write_text(json.dumps(meta))
     assert "checked:  estimated: from this trace alone" in cli("analyze", tmp_path / "logs").stdout
+
+
+def test_an_analysis_starts_and_is_followed_without_javascript(tmp_path, cache_dir):
+    """A browser without scripts (or a headless screenshot) waited at "starting" forever: the page holds a
+    form whose button posts the same same-origin request, answered by a redirect back to the page,
+    which reloads itself while the analysis runs and shows the report when it is done."""
+    run = _copy_run("transformer_remat", tmp_path / "logs", 1_700_000_000)
+    routes = AdvisorApp(tmp_path / "logs").routes()
+    client = Client(lambda environ, start: routes[environ["PATH_INFO"]](environ, start))
+    query = f"run={run_ref(run.name)}"
+    first = client.get(f"/index.html?{query}").text
+    assert f'<noscript><form method="post" action="analyze?{html.escape(query)}">' in first
+    # a page elsewhere cannot start one (cross-site form posts are marked so by the browser)
+    assert client.post(f"/analyze?{query}", data={}, headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+    posted = client.post(f"/analyze?{query}", data="", content_type="application/x-www-form-urlencoded",
+                         headers={"Sec-Fetch-Site": "same-origin"})      # what a browser sends for the form
+    assert posted.status_code == 303 and posted.headers["Location"].endswith(f"index.html?{query}")
+    end = time.monotonic() + 180
+    while True:
+        page = client.get(f"/index.html?{query}").text
+        if 'id="progress"' not in page:
+            break
+        assert '<meta http-equiv="refresh" content="2">' in page and "<form" not in page.split('id="progress"')[1]
+        assert time.monotonic() < end
+        time.sleep(0.3)
+    expected = analyze_json(FIXTURES / "transformer_remat")["runs"][0]["findings"]
+    assert expected and all(f'id="rule-{f["rule"]}"' in page for f in expected)

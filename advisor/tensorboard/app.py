@@ -25,6 +25,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Callable, Optional
 
+from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
 from ..version import __version__
@@ -186,7 +187,11 @@ class AdvisorApp:
         if not same_origin(request):
             return _respond(json.dumps({"state": "failed", "error": "an analysis starts only from the Advisor "
                                         "page itself"}), "application/json", 403)
-        return self._json_state(request, start=True)
+        answer = self._json_state(request, start=True)
+        if request.mimetype == "application/x-www-form-urlencoded":     # the page's form, without scripts
+            back = urllib.parse.urlencode({k: request.args[k] for k in ("run", "compare") if k in request.args})
+            return redirect(f"index.html?{back}", 303)
+        return answer
 
     @Request.application
     @_allow("GET", "HEAD")
@@ -298,11 +303,14 @@ class AdvisorApp:
                 return f"<p>Could not analyze <code>{_e(what)}</code>: {_e(st.get('error'))}</p>"
             query = f"run={run_ref(run.name)}" + (f"&compare={run_ref(other.name)}" if other else "")
             stage = "starting" if st["state"] == "none" else st.get("stage", st["state"])
-            # the page's script starts the analysis (a POST: reads start nothing) and follows it
+            # the page's script starts the analysis (a POST: reads start nothing) and follows it; without
+            # scripts a form's button posts the same request, and a running analysis's page reloads itself
+            idle = st["state"] == "none"
+            plain = (f'<form method="post" action="analyze?{_e(query)}"><button type="submit">analyze</button>'
+                     "</form>" if idle else '<meta http-equiv="refresh" content="2">')
             return (f'<div id="progress" data-status="status?{_e(query)}" data-start="analyze?{_e(query)}">'
                     f'analyzing <code>{_e(what)}</code>: <span class="stage">{_e(stage)}</span>'
-                    "<noscript> (this page needs JavaScript to start an analysis; or run "
-                    "<code>advisor analyze RUN_FOLDER</code>)</noscript></div>")
+                    f"<noscript>{plain}</noscript></div>")
         made = self._reports.get((key, run.name))
         if made is None:
             made = self._report(key, run, other)
