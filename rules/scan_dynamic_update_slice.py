@@ -150,7 +150,7 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
         alt = config_for(profile, Remedy(Kind.REMAT, "scanned_blocks"))
         if alt:
             alternatives.append({"config": alt, "text": "remat the blocks inside the scan (remat=MLP+Attn), so "
-                                 "only each block's input is stacked", "cost": _recompute_cost("the blocks'")})
+                                 "only each block's input is stacked", "cost": _recompute_cost("the blocks'", profile)})
     if over_time:
         text = ("the scan runs over time (a recurrence), not over layers, so unrolling is not the lever: "
                 + text + "; what is stacked is then the carried state of each time step")
