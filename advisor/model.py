@@ -465,6 +465,9 @@ class Profile:
     memory: Optional[MemoryAtPeak]              # for the step module
     device_memory_profile: list[MemoryProfileEntry]
     run_metadata: dict                          # advisor_run.json when present, else {}
+    # the versions the trace's /host:metadata plane names (jax_version, cuda_version, rocm_version, ...:
+    # JAX 0.9 and later write them), text by stat name
+    trace_versions: dict = dataclasses.field(default_factory=dict)
     device_capacity_bytes: Optional[int] = None
     notes: list[str] = dataclasses.field(default_factory=list)
     # What could not be read (HLO, buffer assignment, memory profile, side files) and which rules that

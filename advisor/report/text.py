@@ -178,6 +178,15 @@ def _summary(doc: dict, console: Console) -> None:
         params = f", {r['num_params']:,} parameters" if r.get("num_params") else ""
         sets = "".join(f" {k}={v}" for k, v in (r.get("settings") or {}).items())
         _row(table, "workload", f"{r.get('workload')} (preset {r.get('preset')}){sets}{params}")
+    if s.get("recorded_with"):
+        w = s["recorded_with"]
+        parts = [f"{k.replace('_', ' ')} {w[k]}" for k in ("jax", "jaxlib", "cuda", "cuda_driver", "rocm") if k in w]
+        if "command_buffers" in w:
+            parts.append(f"command buffers {w['command_buffers']}")
+        if "xla_flags" in w:
+            parts.append(f"XLA_FLAGS={w['xla_flags']}" if w["xla_flags"] else "no XLA_FLAGS")
+        if parts:
+            _row(table, "recorded", "with " + ", ".join(parts))
     if doc["path"] is None:
         _row(table, "step time", "not run")
     elif s["step_time_ms"] is not None:

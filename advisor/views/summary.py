@@ -7,7 +7,7 @@ from typing import Any
 
 from ..model import Profile, overlap_ns
 from ..version import __version__
-from . import efficiency, memory, parallelism
+from . import efficiency, memory, parallelism, recording
 from .bound import cached
 
 
@@ -162,5 +162,6 @@ def _build(profile: Profile) -> dict[str, Any]:
         if meta.get("workload"):       # what this run set beyond its preset: how its label names it
             from ..run_label import settings
             out["run"]["settings"] = settings(meta)
+    out["recorded_with"] = recording.of(profile)
     out["efficiency"] = efficiency.of(profile)
     return out
