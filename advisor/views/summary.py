@@ -11,6 +11,10 @@ from . import efficiency, memory, parallelism, recording
 from .bound import cached
 
 
+def _us(ns) -> Any:
+    return round(ns / 1e3, 3) if ns is not None else None
+
+
 def _device_summary(d, steps) -> dict[str, Any]:
     out = {
         "name": d.name,
@@ -28,8 +32,10 @@ def _device_summary(d, steps) -> dict[str, Any]:
         "command_buffer_launches": d.graph_launches,
         "command_buffer_kernels": d.graph_kernels,
         "command_buffer_unattributed": d.graph_unattributed,
-        "launch_delay_median_us": round(d.launch_delay_median_ns / 1e3, 3) if d.launch_delay_median_ns is not None
-        else None,
+        "launches_queued": d.launches_queued,
+        "launch_queue_median_us": _us(d.launch_queue_median_ns),
+        "launch_overhead_median_us": _us(d.launch_overhead_median_ns),
+        "launch_call_median_us": _us(d.launch_call_median_ns),
     }
     if steps:
         total = sum(s.duration_ns for s in steps)
