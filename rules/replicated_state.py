@@ -80,10 +80,10 @@ def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: f
         return      # nothing is split over the devices: not data parallelism
     leaves = state_parameters(module)      # parameters and every optimizer leaf
     replicated = {n: module.parameter_bytes[n] for n in leaves if sharded.get(n) is False}
-    if not replicated and _pmap_copies(module):
-        replicated = {n: module.parameter_bytes[n] for n in module.updated_parameters}
-    state = sum(replicated.values())
     split = sum(module.parameter_bytes.get(n, 0) for n in leaves if sharded.get(n))
+    if not replicated and _pmap_copies(module):
+        replicated, split = {n: module.parameter_bytes[n] for n in module.updated_parameters}, 0
+    state = sum(replicated.values())
     peak = profile.memory.peak_bytes
     share = state / peak
     if state < min_state_bytes or share < min_share:

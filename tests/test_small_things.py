@@ -63,5 +63,9 @@ def test_numbers_never_print_an_exponent_and_large_ones_have_separators():
     assert ("330 of 330 launches queued behind earlier work: the host ran ahead of the device by 67.72 ms "
             "(median), not launch latency") in text
     assert "launch to start" not in text and "the host's launch call 107.4 µs (median)" in text
+    one_by_one = cli("analyze", FIXTURES / "h100-traces" / "transformer_seed_no_command_buffers").stdout
+    # 39 kernels launched after the device had finished the work ahead of them: the launch's own overhead
+    assert ("launch overhead 9.6 µs to start on an idle device (median of 39 launches); the host's launch call "
+            "4.8 µs (median); 15,507 of 15,546 launches queued behind earlier work") in one_by_one
     gemm = cli("analyze", FIXTURES / "h100-traces" / "gemm_bf16_8192").stdout
     assert re.search(r"custom-call\.1 .* 2,730 ", gemm), "FLOP/B is a plain number"
