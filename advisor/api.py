@@ -235,8 +235,11 @@ class Trace:
                 import json
 
                 from .hardware import this_host
-                # the machine (advisor calibrate's figures apply to the run there only), and the mesh given
-                meta = {"host": this_host(), **({"mesh": [list(a) for a in self.mesh]} if self.mesh else {})}
+                from .runner import recording
+                # the machine (advisor calibrate's figures apply to the run there only), the versions and
+                # XLA_FLAGS it ran with, and the mesh given
+                meta = {"host": this_host(), **recording(),
+                        **({"mesh": [list(a) for a in self.mesh]} if self.mesh else {})}
                 (self.run_dir / RUN_METADATA).write_text(json.dumps(meta))
             finally:
                 untrack(self.run_dir)     # the user's trace: kept whatever happens next

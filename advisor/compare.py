@@ -24,6 +24,7 @@ class Metrics:
     mfu: Optional[float] = None         # summary.efficiency.mfu; None where no peak is known
     mfu_peak: str = ""                  # the peak MFU is measured against, and its source
     ops: Optional[dict] = None          # the op_table view's JSON; None: not recorded (an older baseline)
+    recorded_with: dict = dataclasses.field(default_factory=dict)   # summary.recorded_with: versions, XLA_FLAGS
 
     @property
     def step_time_ms(self) -> Optional[float]:
@@ -41,6 +42,7 @@ class Metrics:
                 "step_time_ms": self.step_time_ms, "peak_memory_bytes": self.peak_memory_bytes,
                 "category_ms_per_step": self.category_ms_per_step, "findings": self.findings,
                 "titles": self.titles, "mfu": self.mfu, "mfu_peak": self.mfu_peak,
+                "recorded_with": self.recorded_with,
                 **({"ops": self.ops} if self.ops is not None else {})}
 
     @classmethod
@@ -55,6 +57,7 @@ class Metrics:
                         ("findings", lambda v: isinstance(v, dict)), ("titles", lambda v: isinstance(v, dict)),
                         ("mfu", lambda v: v is None or (number(v) and v <= 1)),
                         ("mfu_peak", lambda v: isinstance(v, str)),
+                        ("recorded_with", lambda v: isinstance(v, dict)),
                         ("ops", lambda v: isinstance(v, dict) and isinstance(v.get("ops"), list)
                          and all(map(_op_entry, v["ops"])))):
             if key in doc and not ok(doc[key]):
@@ -63,7 +66,8 @@ class Metrics:
                    peak_memory_bytes=doc.get("peak_memory_bytes"),
                    category_ms_per_step=dict(doc.get("category_ms_per_step", {})),
                    findings=dict(doc.get("findings", {})), titles=dict(doc.get("titles", {})),
-                   mfu=doc.get("mfu"), mfu_peak=doc.get("mfu_peak", ""), ops=doc.get("ops"))
+                   mfu=doc.get("mfu"), mfu_peak=doc.get("mfu_peak", ""), ops=doc.get("ops"),
+                   recorded_with=dict(doc.get("recorded_with", {})))
 
 
 def _op_entry(e) -> bool:
@@ -91,6 +95,7 @@ def metrics(document: dict) -> Metrics:
         findings={f["rule"]: f["severity"] for f in run["findings"]},
         titles={f["rule"]: f["title"] for f in run["findings"]},
         ops=document["views"].get("op_table"),
+        recorded_with=dict(run["summary"].get("recorded_with") or {}),
     )
 
 
@@ -128,14 +133,18 @@ class Comparison:
 
     def runs_text(self) -> list[str]:
         """`base: transformer (tiny) model.remat=none`, `new: ...`, then the settings that changed."""
-        from .run_label import changes, label
+        from .run_label import changes, label, recording_changes
 
         out = [f"{side}: {label(info)}" for side, info in (("base", self.base_run), ("new", self.new_run)) if info]
         diff = changes(self.base_run, self.new_run)
+        recorded = recording_changes(self.base.recorded_with, self.new.recorded_with)
         if diff:
             out.append("changed: " + "; ".join(diff))
         elif self.base_run and self.new_run:
-            out.append("changed: no setting (the same configuration on both sides)")
+            out.append("changed: no setting of the workload (the same configuration on both sides)" if recorded
+                       else "changed: no setting (the same configuration on both sides)")
+        if recorded:
+            out.append("recorded differently: " + "; ".join(recorded))
         return out
 
     @property
@@ -162,6 +171,7 @@ class Comparison:
             "step_time_verdict": self.step_time_verdict(),
             "base_run": _label(self.base_run), "new_run": _label(self.new_run),
             "config_changes": _changes(self.base_run, self.new_run),
+            "recording_changes": _recording_changes(self.base, self.new),
             **({"ops": self.ops.to_json()} if self.ops is not None else {}),
         }
 
@@ -174,6 +184,11 @@ def _label(info: Optional[dict]) -> Optional[str]:
 def _changes(base: Optional[dict], new: Optional[dict]) -> list[str]:
     from .run_label import changes
     return changes(base, new)
+
+
+def _recording_changes(base: Metrics, new: Metrics) -> list[str]:
+    from .run_label import recording_changes
+    return recording_changes(base.recorded_with, new.recorded_with)
 
 
 def _r(x: Optional[float]) -> Optional[float]:

@@ -373,7 +373,12 @@ class DeviceSummary:
     busy: list[tuple[float, float]] = dataclasses.field(default_factory=list)   # merged
     time_by_category: dict[str, float] = dataclasses.field(default_factory=dict)
     launches_matched: int = 0                       # kernels joined to their host launch (correlation id)
-    launch_delay_median_ns: Optional[float] = None  # host launch -> kernel start: how far the host runs ahead
+    # host launch -> kernel start, apart: launches made while the device still ran earlier work wait for it
+    # (queueing: the host running ahead), launches onto an idle device show the launch's own overhead
+    launches_queued: int = 0
+    launch_queue_median_ns: Optional[float] = None
+    launch_overhead_median_ns: Optional[float] = None
+    launch_call_median_ns: Optional[float] = None   # the host's launch call (cuLaunchKernel, cuGraphLaunch) itself
     peak_flops_per_s: Optional[float] = None        # the plane's own peak stats (TPU), where the trace has them
     peak_bytes_per_s: Optional[float] = None
     graph_launches: int = 0                         # launches of XLA command buffers (CUDA graphs), whole trace
@@ -496,6 +501,9 @@ class Profile:
     memory: Optional[MemoryAtPeak]              # for the step module
     device_memory_profile: list[MemoryProfileEntry]
     run_metadata: dict                          # advisor_run.json when present, else {}
+    # the versions the trace's /host:metadata plane names (jax_version, cuda_version, rocm_version, ...:
+    # JAX 0.9 and later write them), text by stat name
+    trace_versions: dict = dataclasses.field(default_factory=dict)
     device_capacity_bytes: Optional[int] = None
     notes: list[str] = dataclasses.field(default_factory=list)
     # What could not be read (HLO, buffer assignment, memory profile, side files) and which rules that

@@ -166,6 +166,20 @@ def changes(base: Optional[dict], new: Optional[dict]) -> list[str]:
     return out
 
 
+def recording_changes(base: Optional[dict], new: Optional[dict]) -> list[str]:
+    """`command buffers: used -> not used`, `XLA_FLAGS: (none) -> --xla_gpu_enable_command_buffer=`: what
+    differs in how two runs were recorded (summary.recorded_with); a key one side does not know is not
+    compared."""
+    if not isinstance(base, dict) or not isinstance(new, dict):
+        return []
+    out = []
+    for key in dict.fromkeys([*base, *new]):
+        if key in base and key in new and base[key] != new[key]:
+            name = "XLA_FLAGS" if key == "xla_flags" else key.replace("_", " ")
+            out.append(f"{name}: {base[key] or '(none)'} -> {new[key] or '(none)'}")
+    return out
+
+
 def _flat(config: Optional[dict]) -> dict[str, str]:
     return {f"{s}.{k}": _text(v) for s, fields in (config or {}).items() for k, v in fields.items()}
 

@@ -34,7 +34,20 @@ def _versions() -> dict:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             pass
+    try:    # the CUDA or ROCm the backend was built for, as jax reports it ("cuda 13000"); "cpu" on CPU
+        import jax
+        platform_version = jax.devices()[0].client.platform_version
+        if isinstance(platform_version, str) and platform_version:
+            out["platform"] = platform_version
+    except Exception:  # noqa: BLE001 - a backend without the attribute: the version is left out
+        pass
     return out
+
+
+def recording() -> dict:
+    """How a run was recorded, for advisor_run.json: the versions and XLA_FLAGS (the flags change the
+    compiled program: command buffers, autotuning, fusion) as they were in this process."""
+    return {"versions": _versions(), "xla_flags": os.environ.get("XLA_FLAGS", "")}
 
 
 def _memory_analysis(compiled) -> dict:
@@ -236,7 +249,7 @@ def _write_metadata(run_dir, name, preset, config, device, built, compile_s, wal
         "device_kind": device.device_kind,
         "device_count": jax.device_count(),
         "devices_used": workload_parallel.devices_needed(config),
-        "versions": _versions(),
+        **recording(),
         "host": hardware.this_host(),     # the machine: advisor calibrate's figures apply to this run only there
         "num_params": built.num_params(),
         "compile_s": round(compile_s, 3),

@@ -92,8 +92,9 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
                 "launch_gap_time_per_step_ms": round(gaps / 1e6, 3),
                 "command_buffer_launches": d.graph_launches,
                 "most_kernels_per_program": most,
-                "launch_delay_median_us": round(d.launch_delay_median_ns / 1e3, 2)
-                if d.launch_delay_median_ns is not None else None,
+                # launches onto an idle device: the launch's own overhead (queued ones measure the host's lead)
+                "launch_overhead_median_us": round(d.launch_overhead_median_ns / 1e3, 2)
+                if d.launch_overhead_median_ns is not None else None,
             },
             recommendation=Recommendation(
                 text=text,

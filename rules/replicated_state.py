@@ -17,6 +17,12 @@ the rule fires for such a partly replicated state too, names the axes, and takes
 FSDP over the data axis: the copied state x (1 - 1/|data|). It stays silent where FSDP already
 splits the state over data.
 
+The train state is every leaf the step carries: the parameters it returns updated and the inputs
+donated to its outputs, so each optimizer leaf counts. FSDP parameters beside AdamW moments built
+by `jax.jit(tx.init, out_shardings=replicated)` keep two thirds of the state whole on every device:
+the rule names the replicated part beside the split one and says to shard the optimizer state like
+the parameters.
+
 ## Why is this bad?
 Plain data parallelism keeps N identical copies of the parameters and of the optimizer state
 (Adam: two more copies of the parameters) on N devices. That memory could hold a larger
@@ -56,6 +62,7 @@ from advisor.remedies import Kind, Remedy, advice, buys, memory_pressure, severi
 from advisor.rule import Rule
 from advisor.units import mib, pct
 from advisor.views import parallelism
+from advisor.views.parallelism.state import state_parameters
 
 
 def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: float = 0.1):
@@ -71,9 +78,11 @@ def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: f
     sharded = module.parameter_sharded
     if not any(sharded.get(n) for n in module.parameter_bytes):
         return      # nothing is split over the devices: not data parallelism
-    replicated = {n: module.parameter_bytes[n] for n in module.updated_parameters if sharded.get(n) is False}
+    leaves = state_parameters(module)      # parameters and every optimizer leaf
+    replicated = {n: module.parameter_bytes[n] for n in leaves if sharded.get(n) is False}
+    split = sum(module.parameter_bytes.get(n, 0) for n in leaves if sharded.get(n))
     if not replicated and _pmap_copies(module):
-        replicated = {n: module.parameter_bytes[n] for n in module.updated_parameters}
+        replicated, split = {n: module.parameter_bytes[n] for n in module.updated_parameters}, 0
     state = sum(replicated.values())
     peak = profile.memory.peak_bytes
     share = state / peak
@@ -85,9 +94,15 @@ def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: f
     moved_now = sum(i.bytes_moved(devices) for i in collectives)
     ring = (devices - 1) / devices
     gather = int(min(all_reduce, state) * ring)      # the parameters: at most what is all-reduced as gradients
+    # some of the state is split already (FSDP parameters): the replicated rest is what is left to shard
+    beside = split * devices >= 0.1 * state
     remedy = Remedy(Kind.FSDP, "state")
     text, config = advice(profile, remedy, "shard the parameters and optimizer state over the data axis "
                                            "(FSDP): --set parallel.fsdp=true")
+    if beside:
+        text = ("shard the optimizer state like the parameters: build it with out_shardings taken from the "
+                "parameters' (jax.jit(tx.init, out_shardings=...) per leaf, not one replicated NamedSharding), "
+                "and keep those shardings in the step's in_shardings and out_shardings; " + text)
     pressure = memory_pressure(profile)
     cost = (f"parameters are all-gathered before use (up to {mib(gather)} per device per step, twice if the "
             f"backward pass gathers again) and gradients reduce-scattered (up to {mib(gather)}) instead of all-reduced "
@@ -98,12 +113,17 @@ def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: f
     yield Finding(
         rule=RULE.id,
         severity=severity(profile, remedy, share, RULE.severity, saving),
-        title=f"each of the {devices} devices holds a full copy of the {mib(state)} train state "
-              f"({pct(share)} of its peak memory) while the batch is split over them",
+        title=(f"{mib(state)} of the train state is replicated on each of the {devices} devices ({pct(share)} of "
+               f"its peak memory) beside {mib(split)} split over them: part of the state (optimizer leaves beside "
+               "sharded parameters, as AdamW's moments from a replicated jax.jit(tx.init)) is not sharded like the rest"
+               if beside else
+               f"each of the {devices} devices holds a full copy of the {mib(state)} train state "
+               f"({pct(share)} of its peak memory) while the batch is split over them"),
         evidence={
             "devices": devices,
             "state_bytes_per_device": state,
             "replicated_inputs": len(replicated),
+            "split_state_bytes_per_device": split,
             "peak_bytes_per_device": peak,
             "share_of_peak": round(share, 4),
             "gradient_all_reduce_bytes": all_reduce,

@@ -59,6 +59,13 @@ def test_numbers_never_print_an_exponent_and_large_ones_have_separators():
     assert not re.search(r"\d{4,}\.\d+ (ms|µs)", text), "1,000 ms and more have separators"
     # the device plane's totals are over the traced window, and say so; a delay of over 1 ms is in ms
     assert re.search(r"in the traced window: 16,518 kernels, 452\.66 ms", text)
-    assert "launch to start 67.72 ms (median of 330 launches)" in text
+    # every launch of the seed step queued behind earlier work: the host's lead, not a launch latency
+    assert ("330 of 330 launches queued behind earlier work: the host ran ahead of the device by 67.72 ms "
+            "(median), not launch latency") in text
+    assert "launch to start" not in text and "the host's launch call 107.4 µs (median)" in text
+    one_by_one = cli("analyze", FIXTURES / "h100-traces" / "transformer_seed_no_command_buffers").stdout
+    # 39 kernels launched after the device had finished the work ahead of them: the launch's own overhead
+    assert ("launch overhead 9.6 µs to start on an idle device (median of 39 launches); the host's launch call "
+            "4.8 µs (median); 15,507 of 15,546 launches queued behind earlier work") in one_by_one
     gemm = cli("analyze", FIXTURES / "h100-traces" / "gemm_bf16_8192").stdout
     assert re.search(r"custom-call\.1 .* 2,730 ", gemm), "FLOP/B is a plain number"

@@ -80,12 +80,13 @@ class Launches:
     one launch per kernel: millions of them)."""
 
     def __init__(self):
-        self.ids, self.starts = array("q"), array("d")
+        self.ids, self.starts, self.durs = array("q"), array("d"), array("d")
 
-    def add(self, correlation_id: int, start: float) -> None:
+    def add(self, correlation_id: int, start: float, dur: float = 0.0) -> None:
         if 0 <= correlation_id < 1 << 63:       # a uint32 widened; anything else is damage
             self.ids.append(correlation_id)
             self.starts.append(start)
+            self.durs.append(dur)
 
     def launched_at(self, ids: np.ndarray) -> np.ndarray:
         """The host launch time of each id (its last launch; NaN where none was seen)."""
@@ -100,17 +101,34 @@ class Launches:
         out[found] = launched[at[found]]
         return out
 
-    def delays(self, ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        """Sorted delays (ns) from launch to start of the kernels (ids, starts) whose launch was
-        seen; an id launched twice counts its last launch."""
+    def split(self, ids: np.ndarray, starts: np.ndarray, busy_starts: np.ndarray,
+              busy_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The launch-to-start delays (ns, sorted) of the kernels (ids, starts) whose launch was seen,
+        apart: (queued: launched before the device work ahead of the kernel had ended, so it waited
+        for that work and the delay is the host running ahead; idle: launched after the device had
+        finished all work ahead of it, so the delay is the launch's own overhead; the host-side
+        duration of the launch calls). busy: the device's merged busy spans (starts, ends)."""
         known = np.frombuffer(self.ids, dtype=np.int64)[::-1] if len(self.ids) else np.empty(0, dtype=np.int64)
         if not len(known) or not len(ids):
-            return np.empty(0)
+            return np.empty(0), np.empty(0), np.empty(0)
         known, last = np.unique(known, return_index=True)
         launched = np.frombuffer(self.starts, dtype=np.float64)[::-1][last]
+        durs = np.frombuffer(self.durs, dtype=np.float64)[::-1][last]
         at = np.minimum(np.searchsorted(known, ids), len(known) - 1)
         found = known[at] == ids
-        return np.sort(starts[found] - launched[at[found]])
+        t, start = launched[at[found]], starts[found]
+        delay = start - t
+        # the end of the device work ahead of each kernel: the busy span before the kernel's own, or the
+        # kernel's start where it starts inside a span (work on the device right up to it)
+        ahead = np.full(len(start), -np.inf)
+        if len(busy_starts):
+            span = np.searchsorted(busy_starts, start, side="right") - 1
+            inside = (span >= 0) & (busy_starts[np.maximum(span, 0)] < start)
+            before = ~inside & (span >= 1)
+            ahead[inside] = start[inside]
+            ahead[before] = busy_ends[span[before] - 1]
+        queued = t < ahead
+        return np.sort(delay[queued]), np.sort(delay[~queued]), np.sort(durs[at[found]])
 
 
 def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] = None,
@@ -132,7 +150,7 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] =
                 for i in range(len(chunk)):
                     for key, value in chunk.stat_items(i):
                         if key == "correlation_id":
-                            launches.add(int(value), starts[i])
+                            launches.add(int(value), starts[i], float(chunk.dur_ns[i]))
                             break
             continue
         if line_name.startswith(CPU_EXECUTOR_PREFIXES) or line_name.startswith("Host Threads"):
@@ -165,7 +183,7 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] =
                             marks.append((start, start + float(durs[i]), int(value)))
                             break
                         if key == "correlation_id" and with_launches:
-                            launches.add(int_stat(value, "correlation_id", -1), start)
+                            launches.add(int_stat(value, "correlation_id", -1), start, float(durs[i]))
                             break
     marks.sort()
     return marks, alloc

@@ -168,6 +168,8 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None, readers: Optio
         memory=memory,
         device_memory_profile=memory_profile,
         run_metadata=meta,
+        trace_versions={k: v for k, v in timeline.host_stats.items()
+                        if isinstance(k, str) and k.endswith("_version") and isinstance(v, str)},
         device_capacity_bytes=_capacity(timeline.device_stats),
         notes=_window_note(timeline) + cache_notes + _graph_notes(timeline),
         warnings=warnings,
@@ -366,7 +368,8 @@ def _capacity(device_stats: dict) -> Optional[int]:
 
 _METADATA_TYPES = {"num_params": int, "workload": str, "preset": str, "backend": str, "device_kind": str,
                    "compile_s": (int, float), "step_wall_ms_median": (int, float), "step_wall_ms": list,
-                   "config": dict, "required_bytes": int, "capacity_bytes": int, "mesh": list, "host": dict}
+                   "config": dict, "required_bytes": int, "capacity_bytes": int, "mesh": list, "host": dict,
+                   "versions": dict, "xla_flags": str}
 
 
 def _run_metadata(run: RunFiles, warnings: list[str]) -> dict:

@@ -111,9 +111,13 @@ def read_timeline(profile_data, steps: Optional[slice] = None, protos=None) -> T
         summary.graph_unattributed_why = "; ".join(f"{n} kernels: {w}" for w, n in why.items())
     for record, summary in zip(planes, devices):
         acc.device_busy.extend(summary.busy)
-        delays = launches.delays(*record.kernel_starts(window))
-        summary.launches_matched = len(delays)
-        summary.launch_delay_median_ns = float(delays[len(delays) // 2]) if len(delays) else None
+        busy = np.asarray(summary.busy, dtype=np.float64).reshape(-1, 2)
+        queued, idle, calls = launches.split(*record.kernel_starts(window), busy[:, 0], busy[:, 1])
+        summary.launches_matched = len(queued) + len(idle)
+        summary.launches_queued = len(queued)
+        summary.launch_queue_median_ns = _median(queued)
+        summary.launch_overhead_median_ns = _median(idle)
+        summary.launch_call_median_ns = _median(calls)
     transfers = [t for r in planes for t in r.transfers if in_window(t.start_ns, window)]
     host_events = [e for e in host_events if in_window(e.start_ns, window)]
     transfers.extend(h2d_transfer(e) for e in host_events if e.category == "transfer" and e.name.startswith("H2D"))
@@ -132,3 +136,8 @@ def _slice_text(steps: slice) -> str:
     start = "" if steps.start is None else steps.start
     stop = "" if steps.stop is None else steps.stop
     return f"--steps {start}:{stop}"
+
+
+def _median(sorted_values: np.ndarray) -> Optional[float]:
+    """The middle of sorted values (the upper one of an even count), None for none."""
+    return float(sorted_values[len(sorted_values) // 2]) if len(sorted_values) else None

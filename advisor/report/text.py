@@ -188,6 +188,15 @@ def _summary(doc: dict, console: Console) -> None:
             _row(table, "entry", str(r["entry"]))
         else:
             _row(table, "workload", f"{r.get('workload')} (preset {r.get('preset')}){sets}{params}")
+    if s.get("recorded_with"):
+        w = s["recorded_with"]
+        parts = [f"{k.replace('_', ' ')} {w[k]}" for k in ("jax", "jaxlib", "cuda", "cuda_driver", "rocm") if k in w]
+        if "command_buffers" in w:
+            parts.append(f"command buffers {w['command_buffers']}")
+        if "xla_flags" in w:
+            parts.append(f"XLA_FLAGS={w['xla_flags']}" if w["xla_flags"] else "no XLA_FLAGS")
+        if parts:
+            _row(table, "recorded", "with " + ", ".join(parts))
     if doc["path"] is None:
         _row(table, "step time", "not run")
     elif s["step_time_ms"] is not None:
@@ -225,9 +234,15 @@ def _summary(doc: dict, console: Console) -> None:
         # so, as every other line of the report is per step.
         cats = ", ".join(f"{k} {v:,.2f} ms" for k, v in list(dev["time_by_category_ms"].items())[:4])
         idle = f"; idle {dev['idle_in_steps_ms']:,.2f} ms in the steps" if "idle_in_steps_ms" in dev else ""
-        if dev.get("launch_delay_median_us") is not None:
-            idle += (f"; launch to start {_us(dev['launch_delay_median_us'])} "
-                     f"(median of {dev['launches_matched']:,} launches)")
+        if dev.get("launch_overhead_median_us") is not None:
+            idle += (f"; launch overhead {_us(dev['launch_overhead_median_us'])} to start on an idle device "
+                     f"(median of {dev['launches_matched'] - dev['launches_queued']:,} launches)")
+        if dev.get("launch_call_median_us") is not None and dev.get("launches_matched"):
+            idle += f"; the host's launch call {_us(dev['launch_call_median_us'])} (median)"
+        if dev.get("launch_queue_median_us") is not None:
+            idle += (f"; {dev['launches_queued']:,} of {dev['launches_matched']:,} launches queued behind earlier "
+                     f"work: the host ran ahead of the device by {_us(dev['launch_queue_median_us'])} (median), "
+                     "not launch latency")
         _row(table, dev["name"], dev["description"])
         _row(table, "", f"in the traced window: {dev['kernels']:,} kernels, {dev['kernel_time_ms']:,.2f} ms "
                         f"({dev['small_kernels']:,} under 10 µs), {dev['memcpys']:,} copies "

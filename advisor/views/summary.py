@@ -7,8 +7,12 @@ from typing import Any
 
 from ..model import Profile, overlap_ns
 from ..version import __version__
-from . import efficiency, memory, parallelism
+from . import efficiency, memory, parallelism, recording
 from .bound import cached
+
+
+def _us(ns) -> Any:
+    return round(ns / 1e3, 3) if ns is not None else None
 
 
 def _device_summary(d, steps) -> dict[str, Any]:
@@ -28,8 +32,10 @@ def _device_summary(d, steps) -> dict[str, Any]:
         "command_buffer_launches": d.graph_launches,
         "command_buffer_kernels": d.graph_kernels,
         "command_buffer_unattributed": d.graph_unattributed,
-        "launch_delay_median_us": round(d.launch_delay_median_ns / 1e3, 3) if d.launch_delay_median_ns is not None
-        else None,
+        "launches_queued": d.launches_queued,
+        "launch_queue_median_us": _us(d.launch_queue_median_ns),
+        "launch_overhead_median_us": _us(d.launch_overhead_median_ns),
+        "launch_call_median_us": _us(d.launch_call_median_ns),
     }
     if steps:
         total = sum(s.duration_ns for s in steps)
@@ -162,5 +168,6 @@ def _build(profile: Profile) -> dict[str, Any]:
         if meta.get("workload"):       # what this run set beyond its preset: how its label names it
             from ..run_label import settings
             out["run"]["settings"] = settings(meta)
+    out["recorded_with"] = recording.of(profile)
     out["efficiency"] = efficiency.of(profile)
     return out

@@ -27,16 +27,24 @@ class State:
                 "fsdp_saving_bytes": self.fsdp_saving_bytes}
 
 
+def state_parameters(module: HloModule) -> frozenset[int]:
+    """The entry parameters that hold the train state: those returned updated, and those donated to an
+    output (aliased: carried from step to step). Every optimizer leaf counts, also one the step returns
+    through a collective (AdamW's moments kept replicated beside sharded parameters are all-gathered
+    after their update, so they are not `updated` read from the output alone)."""
+    return module.updated_parameters | module.aliased_parameters
+
+
 def train_state(module: HloModule, axes: list[Axis], roles, spans) -> Optional[State]:
     """The train state per device, the axes it is split over and the ones it is copied over (the
     axes its gradients are all-reduced over: each device there holds the same copy)."""
-    updated = module.updated_parameters
+    updated = state_parameters(module)
     if not updated:
         return None
     total = sum(module.parameter_bytes.get(n, 0) for n in updated)
     copies = [module.parameter_copies.get(n) for n in updated]
     if all(c is not None for c in copies):
-        return _state_from_shardings(module, axes, total)
+        return _state_from_shardings(module, axes, total, updated)
     reduced_over: dict[int, set[tuple[int, ...]]] = {}
     for name, role in roles.items():
         if role == "gradient-sync":
@@ -61,13 +69,13 @@ def train_state(module: HloModule, axes: list[Axis], roles, spans) -> Optional[S
                  replicated_bytes=copied, fsdp_saving_bytes=saving, data_axis=data_axis)
 
 
-def _state_from_shardings(module: HloModule, axes: list[Axis], total: int) -> State:
+def _state_from_shardings(module: HloModule, axes: list[Axis], total: int, updated: frozenset[int]) -> State:
     """The same, read from the state's own shardings in the HLO (the devices holding each leaf's
     copy): exact where the gradients' all-reduces are combined over several axes (SPMD partitioning)."""
     copied: dict[str, int] = {}
     for a in axes:
         along = {k * a.stride for k in range(a.size)}
-        copied[a.name] = sum(module.parameter_bytes.get(n, 0) for n in module.updated_parameters
+        copied[a.name] = sum(module.parameter_bytes.get(n, 0) for n in updated
                              if module.parameter_copies[n] == () or along <= set(module.parameter_copies[n]))
     replicated = [a for a in axes if copied[a.name] > 0 and copied[a.name] >= 0.5 * total]
     data = max(replicated, key=lambda a: (copied[a.name], a.name in DATA_NAMES), default=None)
