@@ -181,6 +181,10 @@ def test_the_workflow_fails_a_model_made_1_3_times_slower_beside_a_busy_core(tmp
     assert check["run"]["summary"]["run"]["entry"].endswith("head/train.py:make_step")
     assert check["base_run"]["summary"]["run"]["entry"].endswith("base/train.py:make_step")
     assert check["comparison"]["base"]["peak_memory_bytes"] < check["comparison"]["new"]["peak_memory_bytes"]
+    # the failing checks name the op that grew and its line in the user's file (issue 38's op diff)
+    grown = [c for c in check["checks"] if c["name"] in ("budget:step-time", "budget:peak-memory")]
+    assert all("the op that grew most" in c["message"] for c in grown), grown
+    assert any((c["source"] or "").startswith("train.py:") or "train.py:" in (c["source"] or "") for c in grown), grown
 
 
 @pytest.mark.slow

@@ -113,7 +113,7 @@ def _result():
 
 
 # GitHub's workflow-command line: ::command prop=value,prop=value::message, values without , or :
-_COMMAND = re.compile(r"::(error|warning)( (file|line|title)=[^,:\r\n]*(,(file|line|title)=[^,:\r\n]*)*)?::[^\r\n]*")
+_COMMAND = re.compile(r"::(error|warning|notice)( (file|line|title)=[^,:\r\n]*(,(file|line|title)=[^,:\r\n]*)*)?::[^\r\n]*")
 
 
 def test_github_annotations_one_per_check(monkeypatch, capsys, tmp_path):

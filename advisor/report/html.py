@@ -30,6 +30,7 @@ break-inside:avoid}
 code{font:13px ui-monospace,Menlo,Consolas,monospace;background:#f3f4f6;padding:1px 4px;border-radius:3px}
 table{border-collapse:collapse;font-size:.9em;margin:6px 0}td,th{border:1px solid #d5d9e0;padding:3px 8px;
 text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.ops td{overflow-wrap:anywhere}
 .chart{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start;margin:10px 0;break-inside:avoid}
 .chart svg{max-width:100%;height:auto}figure{margin:0}
 details summary{cursor:pointer;color:#2e5c99}
@@ -402,10 +403,12 @@ def _ops_table(diff) -> str:
         return _num(v, digits) if v else "-"      # "-": not in that run
     rows = [[c.time, c.label, num(c.base_ms), num(c.new_ms), _x(c.time_ratio), c.memory,
              num(_m(c.base_bytes), 1), num(_m(c.new_bytes), 1), c.source or "", c.name] for c in diff.changed]
-    return charts.table(["time", "op", "base ms", "new ms", "new / base", "at the peak", "base MiB", "new MiB",
-                         "source", "op_name or HLO fingerprint"], rows,
-                        f"ops that changed, per step, most time changed first ({len(diff.changed)} changed, "
-                        f"{diff.unchanged} the same); matched by {op_diff.MATCHED}")
+    # long op names and paths fold inside their cells: the table fits the page's width
+    return '<div class="ops">' + charts.table(
+        ["time", "op", "base ms", "new ms", "new / base", "at the peak", "base MiB", "new MiB", "source",
+         "op_name or HLO fingerprint"], rows,
+        f"ops that changed, per step, most time changed first ({len(diff.changed)} changed, "
+        f"{diff.unchanged} the same); matched by {op_diff.MATCHED}") + "</div>"
 
 
 def _compare_head(c) -> str:
