@@ -134,7 +134,7 @@ def test_same_model_read_in_small_pieces(run, readable, monkeypatch):
     monkeypatch.setattr(devices, "SLICE_OPS", 1000)
     if run in _XPROF:
         monkeypatch.setattr(loader, "start_xprof", lambda path: _Replay(*_XPROF[run]))
-    _same(model_of(loader.load_run(readable(run))), EXPECTED[str(run.relative_to(FIXTURES))], "profile")
+    _same(model_of(loader.load_run(readable(run), None, Job().readers())), EXPECTED[str(run.relative_to(FIXTURES))], "profile")
 
 
 OUTPUTS = snapshot_outputs.read()
