@@ -291,7 +291,7 @@ def preflight(fn: Callable, *args, memory_limit: Size = None, **kwargs) -> Plan:
     """
     import jax
 
-    from .runner import device_capacity
+    from .workload_memory import device_capacity
     from .units import mib
 
     shapes, kw_shapes = jax.tree_util.tree_map(_abstract, (args, kwargs))

@@ -219,8 +219,9 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
     """
     from advisor import workloads
 
-    from .runner import OutOfMemory, profile_workload
+    from .runner import add_metadata, profile_workload
     from .settings import parse_size_flag
+    from .workload_memory import OutOfMemory
 
     _check_output(fmt, output)
     rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
@@ -232,7 +233,7 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
     if hosts > 1:
         if verify:
             raise AdvisorError("--verify re-runs one process at a time: leave out --hosts to verify")
-        from .hosts import profile_hosts
+        from .host_launcher import profile_hosts
         run_dir = profile_hosts(name, preset, config, hosts, logdir, progress)
     else:
         parallel.ensure_cpu_devices(parallel.devices_needed(config))    # before JAX starts its CPU backend
@@ -250,8 +251,7 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
 
     progress("analyzing")
     analyses = analyze_path(run_dir, Job(tuple(rules), options, capacity or limit))
-    from .compile_check import compile_check
-    from .runner import add_metadata
+    from .compiled_advice import compile_check
     from .verification import verify_workload
     if compile_advice and hosts == 1:
         checked = compile_check(name, preset, items, analyses[0], progress)

@@ -93,7 +93,7 @@ class Job:
 
     def analyze(self, profile: Profile, progress: Callable[[str], None] = lambda msg: None) -> Analysis:
         """The rules on a loaded run, with these settings; their advice checked by compiling it, with
-        compile_check (advisor/compile_check.py)."""
+        compile_check (advisor/compiled_advice.py)."""
         from advisor import rules as catalog
 
         options = self.options or {}
@@ -126,7 +126,7 @@ class Job:
         from .sources import shorten
         shorten(findings, profile.run_metadata)
         analysis = Analysis(profile=profile, findings=findings, summary=summary_view.of(profile), rules=coverage)
-        from .compile_check import apply_recorded, compile_check_trace
+        from .compiled_advice import apply_recorded, compile_check_trace
         if self.compile_check:
             compile_check_trace(analysis, progress)
         else:       # what run-workload compiled when it recorded the run, as it said then

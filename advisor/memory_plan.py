@@ -11,8 +11,9 @@ from typing import Callable, Optional
 
 from .findings import Expected, Finding, Recommendation
 from .remedies import Kind, Remedy
-from .runner import OutOfMemory, estimate_bytes
+from .workload_memory import OutOfMemory, estimate_bytes
 from .units import mib
+from advisor.workloads.config import as_items
 
 
 def candidates(name: str, config: dict) -> list[dict]:
@@ -31,12 +32,6 @@ def candidates(name: str, config: dict) -> list[dict]:
     return out
 
 
-def as_overrides(change: dict) -> list[str]:
-    """`--set` items of a config change, written in the one grammar (`model.remat=MLP+Attn`)."""
-    from advisor.workloads.config import as_items
-    return as_items(change)
-
-
 def out_of_memory_finding(name: str, preset: str, overrides: list[str], err: OutOfMemory,
                           progress: Callable[[str], None] = lambda m: None) -> Finding:
     from advisor import workloads
@@ -44,9 +39,9 @@ def out_of_memory_finding(name: str, preset: str, overrides: list[str], err: Out
     config = workloads.resolve(name, preset, overrides)
     rows = []
     for change in candidates(name, config):
-        progress(f"estimating {' '.join(as_overrides(change))} (compiling, not running)")
+        progress(f"estimating {' '.join(as_items(change))} (compiling, not running)")
         try:
-            estimate: Optional[int] = estimate_bytes(name, workloads.resolve(name, preset, overrides + as_overrides(change)))
+            estimate: Optional[int] = estimate_bytes(name, workloads.resolve(name, preset, overrides + as_items(change)))
         except Exception as exc:  # noqa: BLE001 - a candidate that does not compile is reported, not fatal
             rows.append({"change": change, "estimated_bytes": None, "fits": False, "error": str(exc).splitlines()[0]})
             continue
@@ -57,7 +52,7 @@ def out_of_memory_finding(name: str, preset: str, overrides: list[str], err: Out
     when = "ran out of memory while running" if err.at_run_time else "does not fit"
     best = fitting[0] if fitting else None
     text = ("apply one of the changes that fit: " + "; ".join(
-        f"{' '.join('--set ' + o for o in as_overrides(r['change']))} (~{mib(r['estimated_bytes'])})" for r in fitting)
+        f"{' '.join('--set ' + o for o in as_items(r['change']))} (~{mib(r['estimated_bytes'])})" for r in fitting)
         if fitting else "no single change fits: combine them (e.g. bfloat16 with remat) or use a device with more memory")
     return Finding(
         rule="out-of-memory",

@@ -10,7 +10,8 @@ from .compare import metrics
 from .engine import analyze_path
 from .job import Job
 from .errors import AdvisorError
-from .runner import OutOfMemory, add_metadata, profile_workload
+from .workload_memory import OutOfMemory
+from .runner import add_metadata, profile_workload
 from .units import mib
 
 

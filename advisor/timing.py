@@ -414,7 +414,7 @@ def _workload_step(spec: dict):
     import jax
 
     from advisor import compile_cache, workloads
-    from advisor.runner import compile_abstract
+    from advisor.workload_memory import compile_abstract
     from advisor.workloads.train import zero_metrics
 
     config = workloads.resolve(spec["workload"], spec.get("preset", "tiny"), spec.get("overrides", []))

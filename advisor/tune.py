@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .errors import AdvisorError
-from .memory_plan import as_overrides
+from advisor.workloads.config import as_items
 from .sweep import grid, label
 from .units import mib
 
@@ -69,7 +69,7 @@ def _neutral(key: str, current):
 
 def vary_items(axes: dict[str, list]) -> list[str]:
     """The axes as `--vary KEY=V1,V2` items (the sweep's grammar)."""
-    return [f"{key}=" + ",".join(as_overrides({key: v})[0].split("=", 1)[1] for v in values)
+    return [f"{key}=" + ",".join(as_items({key: v})[0].split("=", 1)[1] for v in values)
             for key, values in axes.items()]
 
 
@@ -79,7 +79,7 @@ def tune(name: str, preset: str, base: list[str], vary: list[str], logdir: Path,
     "not_timed"}."""
     from advisor import workloads
 
-    from .runner import device_capacity, estimate_bytes
+    from .workload_memory import device_capacity, estimate_bytes
 
     config = workloads.resolve(name, preset, base)
     cap, source = device_capacity(capacity)
@@ -133,7 +133,8 @@ def _findings(name, preset, config, logdir, capacity, progress) -> list:
     from .findings import Expected, Finding, Recommendation
     from .job import Job
     from .memory_plan import candidates
-    from .runner import OutOfMemory, profile_workload
+    from .workload_memory import OutOfMemory
+    from .runner import profile_workload
 
     progress("profiling the workload as given, for the settings its findings name")
     try:

@@ -1,7 +1,7 @@
 """Advice checked before it is given: each recommended change compiled, or re-run and measured.
 
 Three levels, recorded on each recommendation as `checked` with the figures in `check`:
-- compiled (advisor/compile_check.py, every `run-workload`, `analyze --compile-check`): the
+- compiled (advisor/compiled_advice.py, every `run-workload`, `analyze --compile-check`): the
   bundled workload compiled with the change applied, nothing run.
 - measured (`verify_workload`, `run-workload --verify`): the change is applied alone, the
   workload re-run and profiled, the promised metric compared beyond the runs' own noise (step
@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
 from .compare import compare, metrics
-from .compile_check import MEMORY_GAIN, refute, run_metadata, sets
+from .compiled_advice import MEMORY_GAIN, refute, run_metadata, sets
 from .engine import analyze_path
 from .findings import Expected
 from .job import Analysis
-from .memory_plan import as_overrides
+from advisor.workloads.config import as_items
 from .remedies import CHANGES_NUMERICS
 from .locate import RUN_METADATA
-from .runner import OutOfMemory, profile_workload
+from .workload_memory import OutOfMemory
+from .runner import profile_workload
 from .units import mib
 
 LOSS_RTOL = 1e-4
@@ -46,8 +47,8 @@ def verify_workload(name: str, preset: str, overrides: list[str], before: Analys
                 changes.append(change)
     runs = {}
     for change in changes:
-        progress(f"verifying: re-running with {' '.join(as_overrides(change))}")
-        runs[_key(change)] = _profile(name, preset, overrides + as_overrides(change), logdir, progress, memory_limit)
+        progress(f"verifying: re-running with {' '.join(as_items(change))}")
+        runs[_key(change)] = _profile(name, preset, overrides + as_items(change), logdir, progress, memory_limit)
     timed = _time(name, preset, overrides, [c for c in changes if "error" not in runs[_key(c)]], progress)
     results = []
     base_metrics = metrics(before.document())
@@ -71,7 +72,7 @@ def _changes(finding) -> list[dict]:
 
 
 def _key(change: dict) -> str:
-    return " ".join(as_overrides(change))
+    return " ".join(as_items(change))
 
 
 def _profile(name, preset, items, logdir, progress, memory_limit):
@@ -100,7 +101,7 @@ def _time(name, preset, overrides, changes, progress) -> dict:
         with Reference(spec(list(overrides))) as ref:
             for change in changes:
                 try:
-                    out[_key(change)] = ref.time(spec(overrides + as_overrides(change)), _key(change), progress)
+                    out[_key(change)] = ref.time(spec(overrides + as_items(change)), _key(change), progress)
                 except AdvisorError as err:
                     out[_key(change)] = err
     except AdvisorError as err:       # the reference's workers failed: no change can be timed

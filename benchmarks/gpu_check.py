@@ -163,7 +163,7 @@ def time_workload(config: dict, steps: int) -> tuple[float, bool]:
     import jax
 
     from advisor import compile_cache
-    from advisor.runner import compile_abstract
+    from advisor.workload_memory import compile_abstract
     from advisor.workloads.train import zero_metrics
 
     hits = compile_cache.counts()["hits"]

@@ -6,7 +6,7 @@ import sys
 import jax
 
 from advisor import workloads
-from advisor.runner import compile_abstract
+from advisor.workload_memory import compile_abstract
 from advisor.workloads.train import zero_metrics
 
 

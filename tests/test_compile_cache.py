@@ -42,7 +42,7 @@ def test_estimates_are_kept_apart_from_traced_runs(tmp_path, monkeypatch):
     analysis, and a traced run of the same configuration afterwards never loads it: it compiles
     under the profiler, and its trace keeps the heap simulation (peak memory, no warning)."""
     from advisor import workloads
-    from advisor.runner import estimate_bytes
+    from advisor.workload_memory import estimate_bytes
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv(compile_cache.ENV, str(tmp_path / "cache" / "advisor" / "jax"))

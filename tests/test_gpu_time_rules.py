@@ -134,7 +134,7 @@ def test_the_compiled_peak_refutes_a_variant_that_does_not_fit(loaded_profile):
     Transformer, compiled here unrolled without remat, against a device of 1 MiB and one of 1 GiB."""
     import copy
 
-    from advisor.compile_check import compile_check, overrides_of
+    from advisor.compiled_advice import compile_check, overrides_of
     from advisor.findings import Expected, Finding, Recommendation
 
     (analysis,) = loaded_profile("transformer_remat")

@@ -1,5 +1,7 @@
-"""The shape of the code, held (docs/architecture.md): data flows one way, so no module of advisor
-imports one that imports it back, at its top or inside a function; no rule is named below the rules
+"""The shape of the code, held (docs/architecture.md): data flows one way, so every module stands on
+one floor and imports only what stands on its floor or below (read with setup.cfg's package
+mapping: rules/ and workloads/ install as advisor.rules and advisor.workloads), and none imports one
+that imports it back, at its top or inside a function; no rule is named below the rules
 (a rule declares what it reads, Rule.needs, and the loader, the job and the TensorBoard links read
 that); a view computes from the profile and the bound settings, and reads no file."""
 
@@ -70,6 +72,72 @@ def test_no_module_imports_one_that_imports_it_back():
         if name not in index:
             visit(name)
     assert not circles, circles
+
+
+# The floors of the house, from the ground up (docs/architecture.md): a module imports only modules on
+# its own floor or below. A name is a module or a package (all its modules); every module has one floor.
+LAYERS = [
+    ("helpers", ["advisor.errors", "advisor.units", "advisor.outputs", "advisor.cleanup", "advisor.safe_json",
+                 "advisor.version", "advisor.hardware", "advisor.child_python", "advisor.sources",
+                 "advisor.clone_folders", "advisor.compile_cache", "advisor.findings"]),
+    ("workloads", ["advisor.workloads", "advisor.workload_memory", "advisor.run_label"]),
+    ("locate", ["advisor.locate"]),
+    ("load", ["advisor.model", "advisor.load", "advisor.categories", "advisor.trace_head", "advisor.heap_traces"]),
+    ("settings", ["advisor.rule", "advisor.remedies", "advisor.settings", "advisor.peaks", "advisor.calibrate"]),
+    ("views", ["advisor.views"]),
+    ("rules", ["advisor.rules"]),
+    ("advice checked", ["advisor.memory_plan", "advisor.compiled_advice"]),
+    ("job", ["advisor.job"]),
+    ("results compared", ["advisor.compare", "advisor.op_diff"]),
+    ("renderers", ["advisor.report"]),
+    ("engines", ["advisor.engine", "advisor.ray_engine"]),
+    ("programs run", ["advisor.runner", "advisor.host_launcher", "advisor.entry", "advisor.timing"]),
+    ("commands", ["advisor.api", "advisor.check", "advisor.sweep", "advisor.verification", "advisor.tune",
+                  "advisor.bad_input", "advisor.tensorboard", "advisor.cli"]),
+    ("the package's face", ["advisor", "advisor.__main__", "advisor.docs"]),
+]
+
+
+def floor(module: str) -> int:
+    """The floor of a module: its longest name in LAYERS ("advisor" names only the package's face)."""
+    best = None
+    for number, (_, names) in enumerate(LAYERS):
+        for name in names:
+            if (module == name or (name != "advisor" and module.startswith(name + "."))) \
+                    and (best is None or len(name) > len(best[1])):
+                best = (number, name)
+    assert best is not None, f"{module} stands on no floor: add it to LAYERS"
+    return best[0]
+
+
+def test_every_module_stands_on_one_floor():
+    for name in MODULES:
+        floor(name)
+
+
+def test_imports_only_run_down():
+    """Not only no circles: no module imports one on a higher floor, at its top or inside a function."""
+    up = sorted(f"{name} ({LAYERS[floor(name)][0]}) -> {target} ({LAYERS[floor(target)][0]})"
+                for name, path in MODULES.items() for target in _imports(name, path) if floor(target) > floor(name))
+    assert not up, "\n".join(up)
+
+
+RENDERER_FLOORS = {"helpers", "workloads", "results compared", "renderers"}
+
+
+def test_a_renderer_reads_result_documents():
+    """Renderers stand above the job on the road but never reach back into it, the engines, the rules,
+    the views or the loader: what they draw is in the result documents they are given."""
+    reach = sorted(f"{name} -> {target}" for name, path in MODULES.items() if name.startswith("advisor.report")
+                   for target in _imports(name, path) if LAYERS[floor(target)][0] not in RENDERER_FLOORS)
+    assert not reach, reach
+
+
+def test_the_floor_test_sees_an_import_up():
+    """The test above could pass by reading nothing: a renderer importing the job would be caught."""
+    assert floor("advisor.job") > floor("advisor.views.idle") > floor("advisor.load.loader")
+    assert floor("advisor.report.html") > floor("advisor.job")
+    assert "advisor.views.bound" in _imports("advisor.views.idle", MODULES["advisor.views.idle"])
 
 
 def test_the_import_reader_sees_a_circle():

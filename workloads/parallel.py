@@ -17,7 +17,7 @@ SCHEMA = {
     "fsdp_min_size": cfg.Field(2 ** 14, cfg.parse_int, "smallest leaf (elements) FSDP shards; smaller ones "
                                                        "stay replicated"),
 }
-# The Transformer's pipeline (workloads/pipeline.py): keys under parallel, spelled parallel.pipeline.*
+# The Transformer's pipeline (workloads/pipeline_parallel.py): keys under parallel, spelled parallel.pipeline.*
 PIPELINE_SCHEMA = {
     "pipeline.stages": cfg.Field(1, cfg.parse_int, "pipeline stages on a 'pipe' mesh axis (each holds num_layers / "
                                                    "stages blocks); 1: no pipeline"),

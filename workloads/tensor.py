@@ -149,7 +149,7 @@ def per_device_step(mesh, local_step, state_specs):
     """(train_step, shardings) of a step written per device: `local_step` under shard_map over
     `mesh`, the state laid out by `state_specs(state)`, metrics whole, the batch split over 'data';
     `shardings` gives the runner the same layout as (mesh, state, metrics, batch) shardings.
-    Shared by this module and the pipeline (workloads/pipeline.py)."""
+    Shared by this module and the pipeline (workloads/pipeline_parallel.py)."""
     from jax import shard_map
     from jax.sharding import NamedSharding
 

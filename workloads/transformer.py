@@ -172,9 +172,9 @@ def build(config: dict) -> Built:
     p = config["parallel"]
     stages, tensor = p.get("pipeline.stages", 1), p.get("tensor", 1)
     if stages > 1:
-        from . import pipeline
-        built.train_step, built.shardings = pipeline.make(config, ModelConfig(config), TransformerBlock, optimizer,
-                                                          dot_product_attention)
+        from . import pipeline_parallel
+        built.train_step, built.shardings = pipeline_parallel.make(config, ModelConfig(config), TransformerBlock,
+                                                                   optimizer, dot_product_attention)
         built.mesh_axes = [("data", p["data"]), ("pipe", stages)] + ([("tensor", tensor)] if tensor > 1 else [])
     elif tensor > 1 and p.get("tensor.mode") == "async":
         from . import tensor as tensor_parallel

@@ -18,27 +18,27 @@ from .escape import github_commands_off
 def write(results: Iterable, fmt: str, output, read_from: str, command: str,
           note: Callable[[str], None]) -> list[dict]:
     """results: the runs' result documents, and RunFailure for the runs that could not be read (in the
-    order of their paths); note: a line for the user (on stderr). Returns the failures, {"path", "reason"}."""
-    from ..job import RunFailure
-
+    order of their paths); note: a line for the user (on stderr). Returns the failures, {"path", "reason"}.
+    A result document is a dict; a failure is anything else with to_json() (the renderers never import
+    the job)."""
     documents, failed = [], []
     if fmt == "jsonl":
         from .json_report import jsonl_line
 
         with (atomic_open(output) if output else contextlib.nullcontext(None)) as fh:
             for result in results:
-                item = result.to_json() if isinstance(result, RunFailure) else result
-                if isinstance(result, RunFailure):
+                item = result if isinstance(result, dict) else result.to_json()
+                if not isinstance(result, dict):
                     failed.append(item)
                 click.echo(jsonl_line(item, read_from, command), file=fh)
         if output:
             note(f"advisor: report written to {output}")
         return failed
     for result in results:
-        if isinstance(result, RunFailure):
-            failed.append(result.to_json())
-        else:
+        if isinstance(result, dict):
             documents.append(result)
+        else:
+            failed.append(result.to_json())
     if fmt == "html":
         from .html import render_report
         write_text_or_echo(output, render_report(documents, read_from, command, failed), note)

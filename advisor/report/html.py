@@ -65,8 +65,8 @@ def _finding(f: dict, extra: str = "") -> str:
     rec = f["recommendation"]
     exp = rec["expected"]
     evidence = "".join(f"<dt>{_e(k)}</dt><dd>{_e(_fmt(v))}</dd>" for k, v in f["evidence"].items())
-    from ..memory_plan import as_overrides
-    config = "".join(f"<code>--set {_e(o)}</code> " for o in as_overrides(rec.get("config") or {}))
+    from advisor.workloads.config import as_items
+    config = "".join(f"<code>--set {_e(o)}</code> " for o in as_items(rec.get("config") or {}))
     out = [f'<section class="finding {_e(f["severity"])}" id="rule-{_e(f["rule"])}">',
            f'<h3><span class="sev">{_e(f["severity"])}</span> <code>{_e(f["rule"])}</code> {_e(f["title"])}</h3>',
            "<dl>",

@@ -15,7 +15,7 @@ import json
 from typing import Callable, Optional
 
 from .findings import Expected, Finding
-from .memory_plan import as_overrides
+from advisor.workloads.config import as_items
 from .units import mib
 
 MEMORY_GAIN = 0.99      # a memory fix must bring the compiled or measured peak below this share of today's
@@ -26,7 +26,7 @@ def run_metadata(analysis) -> dict:
 
 
 def sets(change: dict) -> str:
-    return " ".join(f"--set {o}" for o in as_overrides(change))
+    return " ".join(f"--set {o}" for o in as_items(change))
 
 
 def refute(finding: Finding, checked: str, reason: str) -> None:
@@ -51,7 +51,7 @@ def compile_check(name: str, preset: str, overrides: list[str], analysis,
     the run later (analyze, serve, the TensorBoard tab) shows the same checked advice."""
     from advisor import workloads
 
-    from .runner import estimate_bytes
+    from .workload_memory import estimate_bytes
 
     base = base or run_metadata(analysis).get("required_bytes")
     variants = []
@@ -62,7 +62,7 @@ def compile_check(name: str, preset: str, overrides: list[str], analysis,
         config = dict(rec.config)
         progress(f"checking {finding.rule}: compiling with {sets(config)} (not running)")
         try:
-            need = estimate_bytes(name, workloads.resolve(name, preset, overrides + as_overrides(config)))
+            need = estimate_bytes(name, workloads.resolve(name, preset, overrides + as_items(config)))
         except Exception as exc:  # noqa: BLE001 - a change that does not compile is refuted, not fatal
             variants.append({"config": config, "error": str(exc).splitlines()[0]})
         else:
@@ -129,7 +129,7 @@ def overrides_of(name: str, preset: str, config: dict) -> list[str]:
     norm = lambda v: list(v) if isinstance(v, (list, tuple)) else v  # noqa: E731
     return [o for section, fields in config.items() for key, value in fields.items()
             if norm(base.get(section, {}).get(key)) != norm(value)
-            for o in as_overrides({f"{section}.{key}": value})]
+            for o in as_items({f"{section}.{key}": value})]
 
 
 def compile_check_trace(analysis, progress: Callable[[str], None] = lambda m: None) -> None:
@@ -155,7 +155,7 @@ def compile_check_trace(analysis, progress: Callable[[str], None] = lambda m: No
         return
     from advisor import workloads
 
-    from .runner import estimate_bytes
+    from .workload_memory import estimate_bytes
 
     overrides = overrides_of(name, preset, config)
     if not any(f.recommendation.config for f in analysis.findings):

@@ -49,7 +49,7 @@ def profile_hosts(name: str, preset: str, config: dict, hosts: int, logdir: Path
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "ADVISOR_COMPILE_CACHE": "off",
                "XLA_FLAGS": xla_flags_with_cpu_devices(total // hosts)}
         progress(f"starting {hosts} host processes with {total // hosts} simulated devices each (gloo over 127.0.0.1)")
-        procs += [subprocess.Popen(module_command("advisor.hosts", name, preset, str(tmp / "config.json"),
+        procs += [subprocess.Popen(module_command("advisor.host_launcher", name, preset, str(tmp / "config.json"),
                                                   str(tmp / f"host{i}"), str(i), str(hosts), str(port)),
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                  for i in range(hosts)]
