@@ -19,7 +19,7 @@ from .locate import RemoteRun, RunFiles, fetched, find_runs, url_join
 from .model import Profile
 from .peaks import UserPeaks
 from .rule import Rule
-from .views import bound, idle, memory, op_table, parallelism, step_time, summary as summary_view
+from .views import activity, bound, idle, memory, op_table, parallelism, step_time, summary as summary_view
 
 
 @dataclasses.dataclass
@@ -165,6 +165,7 @@ class Job:
 
 def _views(profile: Profile) -> None:
     """The views the rules read, computed before them (the notes they add come first)."""
+    profile.notes.extend(activity.of(profile).notes)
     idle.of(profile)
     try:
         parallelism.of(profile)

@@ -47,7 +47,7 @@ from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, ms, pct
-from advisor.views import ops as ops_view, peak as peak_view
+from advisor.views import ops as ops_view, peak as peak_view, step_time
 from advisor.views.ops import op_bound
 
 from advisor.remedies import MATERIAL_SHARE, Kind, Remedy, advice, buys, severity
@@ -149,7 +149,7 @@ def _speed(profile: Profile) -> Optional[_Speed]:
     matmuls run at the f32 (on NVIDIA, tf32) rate, a fraction of bfloat16's (the peak table's two
     columns), and memory-bound ops on float32 activations would move half the bytes."""
     ops = ops_view.of(profile)
-    step_ns = profile.step_time_ns
+    step_ns = step_time.of(profile).median_ns
     if ops is None or not step_ns:
         return None
     peaks = peak_view.of(profile)

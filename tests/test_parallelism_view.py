@@ -7,6 +7,7 @@ role-aware communication advice, partly replicated state)."""
 import pytest
 
 from advisor.engine import analyze_all
+from advisor.views import activity
 from advisor.views import parallelism
 from advisor.views.parallelism.mesh import Axis, infer_axes
 from advisor.views.parallelism.weights import weight_like
@@ -361,6 +362,6 @@ def test_exposed_time_is_measured_per_collective(run, loaded_profile):
     for profile in (run("parallel_3d").profile, loaded_profile("gpu_data_parallel")[0].profile):
         v = parallelism.of(profile)
         assert all(0 <= r.exposed_s <= r.time_s + 1e-9 for r in v.collectives)
-        devices = profile.device_activity
+        devices = activity.of(profile).devices
         mean_exposed_s = sum(d.exposed_ns for d in devices) / len(devices) / 1e9
         assert sum(r.exposed_s for r in v.collectives) == pytest.approx(mean_exposed_s, rel=0.02)

@@ -64,7 +64,7 @@ def of(profile: Profile) -> Optional[Parallelism]:
 def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Optional[Parallelism]:
     """None for a single device or a run whose step program has no HLO."""
     module = profile.modules.get(profile.step_module or "")
-    devices = len(profile.device_activity)
+    devices = len(profile.device_totals)
     if module is None or devices < 2:
         return None
     listed = [i for i in module.collectives() if groups(i)]
