@@ -52,7 +52,10 @@ from advisor.views.ops import op_bound
 
 from advisor.remedies import MATERIAL_SHARE, Kind, Remedy, advice, buys, severity
 
-from ._common import activations, dtype, is_attention_logits, parameter_shapes, requests_bfloat16, source_of
+from advisor.views.activations import activations, parameter_shapes, requests_bfloat16
+from advisor.views.layers import source_of
+
+from ._common import dtype, is_attention_logits
 
 
 def _matmul_time(profile: Profile) -> tuple[float, float]:

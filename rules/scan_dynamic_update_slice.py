@@ -57,7 +57,10 @@ from advisor.units import ms, pct
 
 from advisor.remedies import Kind, Remedy, advice, config_for, severity
 
-from ._common import bundled_config, dims, measured_by, per_step, stacking_copies
+from advisor.views.layers import stacking_copies
+from advisor.views.step_time import per_step
+
+from ._common import bundled_config, dims, measured_by
 from advisor.views import parallelism, step_time
 
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies

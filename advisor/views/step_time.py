@@ -22,6 +22,8 @@ class StepTime:
     durations_ns: tuple[float, ...] = ()    # each profiled step as the slowest host (and so device) saw it
     median_ns: Optional[float] = None       # their median: the run's step time (None: no steps)
     step_program_op_ns: float = 0.0         # the step program's op self time over the window, containers left out
+    steps_ns: float = 0.0                   # the profiled steps' total time (the first host's)
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"step_times_ms": list(self.step_times_ms), "category_ms_per_step": dict(self.category_ms_per_step)}
@@ -71,4 +73,15 @@ def _build(p: Profile) -> StepTime:
                     category_ms_per_step={k: round(v / steps / 1e6, 3)
                                           for k, v in sorted(cats.items(), key=lambda kv: -kv[1])},
                     durations_ns=tuple(durations), median_ns=statistics.median(durations) if p.steps else None,
-                    step_program_op_ns=op_time_ns(p, p.step_module) if p.step_module else 0.0)
+                    step_program_op_ns=op_time_ns(p, p.step_module) if p.step_module else 0.0,
+                    steps_ns=sum(s.duration_ns for s in p.steps))
+
+
+def per_step(profile: Profile, total_ns: float) -> float:
+    """A total over the profiled window, divided by the number of steps (1 when unknown)."""
+    return total_ns / max(len(profile.steps), 1)
+
+
+def steps_total_ns(profile: Profile) -> float:
+    """The profiled steps' total time."""
+    return of(profile).steps_ns
