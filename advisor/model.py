@@ -522,6 +522,10 @@ class Profile:
         return [d for h in self.hosts for d in h.devices]
 
     @property
+    def device_count(self) -> int:
+        return max(1, len(self.device_totals))
+
+    @property
     def active_devices(self) -> list[DeviceSummary]:
         return [d for d in self.devices if d.active]
 

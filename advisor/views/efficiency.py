@@ -19,6 +19,7 @@ Conventions:
 from __future__ import annotations
 
 import collections
+import dataclasses
 from typing import Any, Optional
 
 from ..model import Profile
@@ -51,9 +52,18 @@ def _round(x: Optional[float], digits: int = 4) -> Optional[float]:
     return None if x is None else float(f"{x:.{digits}g}")
 
 
-def of(profile: Profile) -> Optional[dict[str, Any]]:
-    """summary.efficiency, or None when the step program's HLO is not in the trace."""
-    return cached(profile, "efficiency", _build)
+@dataclasses.dataclass(frozen=True)
+class Efficiency:
+    figures: Optional[dict[str, Any]]       # summary.efficiency; None when the step program's HLO is not in the trace
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> Optional[dict[str, Any]]:
+        return self.figures
+
+
+def of(profile: Profile) -> Efficiency:
+    """The efficiency section: `to_json()` is summary.efficiency (None without the step program's HLO)."""
+    return cached(profile, "efficiency", lambda p: Efficiency(_build(p)))
 
 
 def _build(profile: Profile) -> Optional[dict[str, Any]]:

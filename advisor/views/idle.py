@@ -17,7 +17,7 @@ there; between executions the device is waiting for the host to dispatch the nex
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 from ..model import Profile, Step, overlap_ns
 from .bound import MIN_IDLE_SHARE as MIN_SHARE, cached, settings
@@ -35,6 +35,11 @@ class Idle:
     min_share: float = MIN_SHARE    # the share from which the steps are host-bound (host-bound's option)
     launch_ns: float = 0.0      # GPU/TPU: of idle_ns, the gaps under LAUNCH_GAP_NS between device work
     launch_gaps: int = 0        # how many such gaps
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": len(self.steps), "idle_ms": round(self.idle_ns / 1e6, 3), "share": round(self.share, 4),
+                "launch_ms": round(self.launch_ns / 1e6, 3), "host_bound": self.host_bound}
 
     @property
     def share(self) -> float:

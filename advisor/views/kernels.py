@@ -29,6 +29,7 @@ class SmallKernels:
 class Kernels:
     threshold_ns: float                                   # small: shorter than this
     small: dict[str, SmallKernels] = dataclasses.field(default_factory=dict)    # device plane -> its small kernels
+    notes: tuple[str, ...] = ()
 
     def of_device(self, name: str) -> SmallKernels:
         return self.small.get(name, SmallKernels())

@@ -3,6 +3,7 @@ devices and collectives, and the views the report shows beside them (parallelism
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..model import Profile, overlap_ns
@@ -96,8 +97,17 @@ def _steps_from(steps) -> str:
     return "step annotations" if steps[0].annotated else "executions of the step program"
 
 
-def of(profile: Profile) -> dict[str, Any]:
-    return cached(profile, "summary", _build)
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    figures: dict[str, Any]         # runs[].summary
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return self.figures
+
+
+def of(profile: Profile) -> Summary:
+    return cached(profile, "summary", lambda p: Summary(_build(p)))
 
 
 def _build(profile: Profile) -> dict[str, Any]:
@@ -152,6 +162,6 @@ def _build(profile: Profile) -> dict[str, Any]:
         if meta.get("workload"):       # what this run set beyond its preset: how its label names it
             from ..run_label import settings
             out["run"]["settings"] = settings(meta)
-    out["recorded_with"] = recording.of(profile)
-    out["efficiency"] = efficiency.of(profile)
+    out["recorded_with"] = recording.of(profile).to_json()
+    out["efficiency"] = efficiency.of(profile).to_json()
     return out
