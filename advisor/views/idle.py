@@ -77,10 +77,21 @@ def build(profile: Profile, min_share: float = MIN_SHARE) -> Optional[Idle]:
     total = sum(s.duration_ns for s in steps)
     if not steps or not profile.busy or total <= 0:
         return None
-    busy = sum(overlap_ns(profile.busy, s.start_ns, s.end_ns) for s in steps)
+    idle_ns = max(0.0, busy_and_idle(profile.busy, steps)[1])
     launch_ns, launch_gaps = _launch_gaps(profile, steps) if profile.backend in ("gpu", "tpu") else (0.0, 0)
-    return Idle(steps=steps, step_ns=total, idle_ns=max(0.0, total - busy), warm_up=first, min_share=min_share,
+    return Idle(steps=steps, step_ns=total, idle_ns=idle_ns, warm_up=first, min_share=min_share,
                 launch_ns=launch_ns, launch_gaps=launch_gaps)
+
+
+def busy_and_idle(spans, steps: list[Step]) -> tuple[float, float]:
+    """(busy, idle) in the steps, ns: how much of each step the merged spans cover, summed, and the
+    rest of the steps' time (a sum's rounding may leave it a hair below 0). The one measure of idle: the run's (the device's busy spans, a warm-up
+    left out), each accelerator's in `summary.devices[].idle_in_steps_ms` (its plane's spans); the
+    activity view's per device is the same difference, its steps' time less its ops' (the loader's
+    streamed totals)."""
+    total = sum(s.duration_ns for s in steps)
+    busy = sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in steps)
+    return busy, total - busy
 
 
 def _launch_gaps(profile: Profile, steps: list[Step]) -> tuple[float, int]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..model import Profile, overlap_ns
+from ..model import Profile
 from ..version import __version__
-from . import activity, efficiency, kernels, memory, parallelism, recording, step_time
+from . import activity, efficiency, idle, kernels, memory, parallelism, recording, step_time
 from .bound import cached
 
 
@@ -38,10 +38,9 @@ def _device_summary(d, steps, small) -> dict[str, Any]:
         "launch_call_median_us": _us(d.launch_call_median_ns),
     }
     if steps:
-        total = sum(s.duration_ns for s in steps)
-        busy = sum(overlap_ns(d.busy, s.start_ns, s.end_ns) for s in steps)
+        busy, idle_ns = idle.busy_and_idle(d.busy, steps)
         out["busy_in_steps_ms"] = round(busy / 1e6, 3)
-        out["idle_in_steps_ms"] = round((total - busy) / 1e6, 3)
+        out["idle_in_steps_ms"] = round(idle_ns / 1e6, 3)
     return out
 
 
