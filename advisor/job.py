@@ -17,7 +17,7 @@ from .errors import AdvisorError
 from .findings import Finding, sort_key
 from .locate import RemoteRun, RunFiles, fetched, find_runs, url_join
 from .model import Profile
-from .peaks import UserPeaks
+from .peak_table import UserPeaks
 from .rule import Rule
 from . import views
 from .views import bound, summary as summary_view

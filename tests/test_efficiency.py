@@ -19,7 +19,7 @@ import pytest
 import advisor
 
 from conftest import FIXTURES, ROOT, analyze_json, cli
-from advisor.peaks import ROWS, match_row, user_peaks
+from advisor.peak_table import ROWS, match_row, user_peaks
 from efficiency_programs import B, D, L
 
 

@@ -4,10 +4,10 @@ totals and columns as a line read whole, whatever the chunking, order or budget.
 import numpy as np
 import pytest
 
-from advisor.load import ops as ops_module
+from advisor.load import op_accumulator as ops_module
 from advisor.load.columns import self_times
 from advisor.load.op_store import OpStore
-from advisor.load.ops import OpAccumulator
+from advisor.load.op_accumulator import OpAccumulator
 
 
 def _nested_line(rng, n):

@@ -11,7 +11,7 @@ import numpy as np
 from ..model import KERNEL_BUCKETS_NS, DeviceSummary, Transfer
 from .columns import as_spans, chunks_of, merged
 from .command_buffers import COMMAND_BUFFER_OP, Launch, Schedule, launch
-from .ops import NO_MODULE, OpAccumulator, module_key
+from .op_accumulator import NO_MODULE, OpAccumulator, module_key
 from .xplane_stream import int_stat
 
 _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "MemcpyP2P": "P2P",

@@ -21,7 +21,7 @@ import numpy as np
 from ..categories import categorize
 from ..model import CONTROL_FLOW, AllocatorPeak, DeviceTotals, HloModule, Step
 from .columns import intersect, merged, overlap_in
-from .ops import DeviceOps
+from .op_accumulator import DeviceOps
 
 _GPU_INDEX = re.compile(r"/device:(?:GPU|TPU):(\d+)$")
 

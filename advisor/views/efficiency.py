@@ -23,7 +23,7 @@ import dataclasses
 from typing import Any, Optional
 
 from ..model import Profile
-from ..peaks import Peak
+from ..peak_table import Peak
 from ..units import sig, si
 from . import activity, idle, ops as ops_view, peak as peak_view, step_time
 from .basis import verdict_basis, with_basis

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from ..categories import categorize
 from ..model import Instruction, OpStat, Profile
-from ..peaks import Peak
+from ..peak_table import Peak
 from .bound import cached
 
 LATENCY_NS = 5_000.0          # an op execution shorter than this cannot reach either roof (launch latency)

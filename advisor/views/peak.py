@@ -1,6 +1,6 @@
 """The device's peaks every utilization divides by (`views.peak.of(profile)`), and where they come
 from: the user's (--peak-flops/--peak-bandwidth), else the trace's own peak stats (TPU) or the
-device table's row (advisor/peaks.py), else advisor calibrate's figures for the machine the run
+device table's row (advisor/peak_table.py), else advisor calibrate's figures for the machine the run
 records; where there are none, why. The efficiency section and every rule read these, so a rule's
 share of a peak is the efficiency section's.
 """
@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any, Optional
 
 from ..model import Profile
-from ..peaks import DeviceRow, Peak, UserPeaks, dtype_class, match_row, row_peak
+from ..peak_table import DeviceRow, Peak, UserPeaks, dtype_class, match_row, row_peak
 from . import ops
 from .bound import cached, settings
 
