@@ -132,7 +132,7 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     steps: "A:B" (or a slice) analyzes only the steps numbered A to B-1 (the CLI's --steps).
     peak_flops, peak_bandwidth: the device's peak matmul FLOP/s and memory bytes/s (numbers, or text such
     as "989T", "3.35TB/s"), in place of the device table's (needed on CPU: see `advisor calibrate`);
-    peaks: an advisor.peaks.UserPeaks instead (the command line's).
+    peaks: an advisor.peak_table.UserPeaks instead (the command line's).
     mesh: the device mesh's axes, major first: a jax.sharding.Mesh, {"data": 2, "pipe": 2}, or
     "data=2,pipe=2" (the CLI's --mesh); names the axes of summary.parallelism (else inferred).
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).
@@ -140,7 +140,7 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     from . import rules as catalog
     from .engine import analyze_all
     from .job import Job
-    from .peaks import user_peaks
+    from .peak_table import user_peaks
     from .settings import parse_ids, parse_steps_flag, validate_options
 
     as_ids = lambda v, name: parse_ids([v] if isinstance(v, str) else list(v), name)  # noqa: E731 - "a+b", "none"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import hardware
-from .peaks import Roof, UserPeaks
+from .peak_table import Roof, UserPeaks
 
 FILE = "calibration.json"
 STREAM_BYTES = 256 * 2**20      # bytes one cache-level benchmark call moves (repeats of its working set)

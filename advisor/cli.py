@@ -75,7 +75,7 @@ def peak_options(fn):
 
 
 def resolve_peaks(peak_flops, peak_bandwidth):
-    from .peaks import user_peaks
+    from .peak_table import user_peaks
 
     return user_peaks(peak_flops, peak_bandwidth)
 

@@ -17,9 +17,10 @@ from .errors import AdvisorError
 from .findings import Finding, sort_key
 from .locate import RemoteRun, RunFiles, fetched, find_runs, url_join
 from .model import Profile
-from .peaks import UserPeaks
+from .peak_table import UserPeaks
 from .rule import Rule
-from .views import bound, idle, memory, op_table, parallelism, step_time, summary as summary_view
+from . import views
+from .views import bound, summary as summary_view
 
 
 @dataclasses.dataclass
@@ -51,9 +52,7 @@ class Analysis:
         step's time, op time by category, what is live at the memory peak, each op's time per step
         under a key that matches it in another run's program)."""
         p = self.profile
-        return {"run": self.to_json(),
-                "views": {"step_time": step_time.of(p).to_json(), "memory": memory.of(p).to_json(),
-                          "op_table": op_table.of(p).to_json()}}
+        return {"run": self.to_json(), "views": {views.name(v): v.of(p).to_json() for v in views.IN_DOCUMENT}}
 
     @property
     def partial(self) -> bool:
@@ -125,7 +124,7 @@ class Job:
                     profile.notes.append(note)
         from .sources import shorten
         shorten(findings, profile.run_metadata)
-        analysis = Analysis(profile=profile, findings=findings, summary=summary_view.of(profile), rules=coverage)
+        analysis = Analysis(profile=profile, findings=findings, summary=summary_view.of(profile).to_json(), rules=coverage)
         from .compiled_advice import apply_recorded, compile_check_trace
         if self.compile_check:
             compile_check_trace(analysis, progress)
@@ -164,14 +163,17 @@ class Job:
 
 
 def _views(profile: Profile) -> None:
-    """The views the rules read, computed before them (the notes they add come first)."""
-    idle.of(profile)
-    try:
-        parallelism.of(profile)
-    except Exception as err:  # noqa: BLE001 - a broken view must not stop the analysis
-        profile.views["parallelism"] = None
-        profile.notes.append(f"internal error in the parallelism view: {type(err).__name__}: {err} "
-                             "(please report it; the rules ran without it)")
+    """Every view (views.ALL), in dependency order, before the rules: their notes go to the run's
+    notes in that order. A view that breaks is None, with a note (its readers then break too)."""
+    for view in views.ALL:
+        try:
+            computed = view.of(profile)
+        except Exception as err:  # noqa: BLE001 - a broken view must not stop the analysis
+            profile.views[views.name(view)] = None
+            profile.notes.append(f"internal error in the {views.name(view)} view: {type(err).__name__}: {err} "
+                                 "(please report it; the rules ran without it)")
+            continue
+        profile.notes.extend(computed.notes if computed is not None else ())
 
 
 def run_job(unit, job: Job, progress: Callable[[str], None] = lambda msg: None) -> list[Result]:

@@ -1,17 +1,17 @@
 """The device-agnostic profile model that rules read.
 
 One `Profile` per run: its hosts (one `.xplane.pb` each), each host's devices with what they
-did per step (`DeviceActivity`), and, read from the first host: what ran (ops with their self
+did over the steps (`DeviceTotals`), and, read from the first host: what ran (ops with their self
 time, grouped by program), when (steps), the optimized HLO of each program, the buffers live
 at the step program's memory peak, and what the run itself recorded. A single-device run is
-one host with one device. Loaders fill it; rules only read it.
+one host with one device. Loaders fill it with facts (totals over the steps, never a mean, a share
+or a threshold: those are views, advisor/views); rules and views only read it.
 Times are in nanoseconds and sizes in bytes throughout.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Callable, Iterator, Mapping
 from typing import Optional
 
@@ -366,8 +366,10 @@ class DeviceSummary:
     memory_bandwidth_bytes_per_s: Optional[int] = None
     kernel_count: int = 0
     kernel_ns: float = 0.0
-    small_kernel_count: int = 0             # kernels shorter than SMALL_KERNEL_NS
-    small_kernel_ns: float = 0.0
+    # kernels by duration: bucket i holds those shorter than KERNEL_BUCKETS_NS[i] and not shorter than the
+    # edge before it (the last: the rest); their count and their summed duration (ns)
+    kernel_counts: list[int] = dataclasses.field(default_factory=list)
+    kernel_bucket_ns: list[float] = dataclasses.field(default_factory=list)
     memcpy_count: int = 0
     memcpy_ns: float = 0.0
     busy: list[tuple[float, float]] = dataclasses.field(default_factory=list)   # merged
@@ -391,7 +393,10 @@ class DeviceSummary:
         return self.kernel_count + self.memcpy_count > 0
 
 
-SMALL_KERNEL_NS = 10_000.0
+# The edges (ns) of the kernel duration buckets (`DeviceSummary.kernel_counts`): a binning of the facts,
+# 1-2-5 per decade, which any threshold on a kernel's duration a view asks (one of these edges) reads.
+KERNEL_BUCKETS_NS = (1_000.0, 2_000.0, 5_000.0, 10_000.0, 20_000.0, 50_000.0, 100_000.0, 200_000.0, 500_000.0,
+                     1_000_000.0, 10_000_000.0)
 
 
 @dataclasses.dataclass
@@ -445,35 +450,29 @@ class MemoryProfileEntry:
 
 
 @dataclasses.dataclass
-class DeviceActivity:
-    """What one device did in the profiled steps, per step (the mean over its host's steps).
+class DeviceTotals:
+    """What one device did over its host's profiled steps, summed (the traced window where the
+    trace has no steps): the facts the activity view (advisor/views/activity.py) takes per-step
+    means, idle and exposed time, top ops and the slowest device from.
 
-    compute + transfer + wait + idle is the step time. Collective time is split into waiting
-    for peers to arrive (CPU: the rendezvous `Wait: pending_threads` events) and the rest of
-    the collective (the transfer, or the reduction of the data). Each device's own op events
-    say which device ran them (the `device_ordinal` stat on CPU, the plane on GPU/TPU).
+    Each device's own op events say which device ran them (the `device_ordinal` stat on CPU, the
+    plane on GPU/TPU); which ops are collectives comes from their HLO instruction's opcode. Waits
+    are for peers to arrive inside collectives (CPU: the rendezvous `Wait: pending_threads` events).
     """
     name: str                       # "cpu:3" (CPU backend) or the plane, e.g. "/device:GPU:0"
     host: str                       # the host file's name, e.g. "worker0"
-    compute_ns: float               # per step: ops other than collectives
-    transfer_ns: float              # per step: collectives, less waiting for peers
-    wait_ns: float                  # per step: waiting for peers inside collectives
-    exposed_ns: float               # per step: collective time with no compute of this device beside it
-    idle_ns: float                  # per step: no op running on the device
-    step_ns: float                  # per step: the host's step time (the traced window when steps is 0)
+    window_ns: float                # the host's steps' total time (the traced window when steps is 0)
     steps: int                      # steps measured; 0: the trace has none, figures are over its window
-    collectives: dict[str, float] = dataclasses.field(default_factory=dict)   # HLO instruction -> ns per step
-    collective_wait: dict[str, float] = dataclasses.field(default_factory=dict)  # instruction -> wait ns per step
-    # instruction -> ns per step of it with compute of this device beside it (hidden); absent: none
-    collective_hidden: dict[str, float] = dataclasses.field(default_factory=dict)
+    busy_ns: float = 0.0            # some op of the device running
+    collective_ns: float = 0.0      # some collective of the device running
+    hidden_ns: float = 0.0          # some collective running with compute of this device beside it
+    wait_ns: float = 0.0            # some wait-for-peers event of the device open, inside a collective
+    collectives: dict[str, float] = dataclasses.field(default_factory=dict)   # HLO instruction -> ns
+    collective_wait: dict[str, float] = dataclasses.field(default_factory=dict)  # instruction -> wait ns
+    collective_hidden: dict[str, float] = dataclasses.field(default_factory=dict)  # instruction -> ns beside compute
     peak_bytes: Optional[int] = None        # the device's memory peak (step program, or its allocator)
-    top_ops: dict[str, float] = dataclasses.field(default_factory=dict)   # its longest non-collective ops, ns/step
-    time_by_category: dict[str, float] = dataclasses.field(default_factory=dict)  # op time by category, ns per step
-
-    @property
-    def busy_ns(self) -> float:
-        return self.compute_ns + self.transfer_ns + self.wait_ns
-
+    op_ns: dict[str, float] = dataclasses.field(default_factory=dict)   # each non-collective op's time, ns
+    time_by_category: dict[str, float] = dataclasses.field(default_factory=dict)  # op time by category, ns
 
 
 @dataclasses.dataclass
@@ -482,8 +481,8 @@ class Host:
     name: str                       # the file's stem, e.g. "worker0" for worker0.xplane.pb
     path: str
     steps: list[Step]
-    devices: list[DeviceActivity]
-    compile_ns: float = 0.0         # per step: the host compiling inside its steps (its own compile events)
+    devices: list[DeviceTotals]
+    compile_in_steps_ns: float = 0.0    # the host compiling inside its steps, over all of them (its compile events)
 
     def step_ns(self, number: int) -> Optional[float]:
         return next((s.duration_ns for s in self.steps if s.number == number), None)
@@ -518,19 +517,13 @@ class Profile:
     views: dict = dataclasses.field(default_factory=dict)   # derived views by name, each computed once (advisor/views)
 
     @property
-    def device_activity(self) -> list[DeviceActivity]:
+    def device_totals(self) -> list[DeviceTotals]:
         """Every device of every host, in host then device order."""
         return [d for h in self.hosts for d in h.devices]
 
     @property
     def device_count(self) -> int:
-        return max(1, len(self.device_activity))
-
-    @property
-    def slowest_device(self) -> Optional[DeviceActivity]:
-        """The device that computes longest per step (the others wait for it at collectives)."""
-        devices = self.device_activity
-        return max(devices, key=lambda d: d.compute_ns) if devices else None
+        return max(1, len(self.device_totals))
 
     @property
     def active_devices(self) -> list[DeviceSummary]:
@@ -542,11 +535,6 @@ class Profile:
             return True
         return any(start_ns < s.end_ns and end_ns > s.start_ns for s in self.steps)
 
-    def op_time_ns(self, module: Optional[str] = None) -> float:
-        """Op self time, control-flow containers excluded (their bodies are counted)."""
-        return sum(o.self_ns for o in self.ops
-                   if (module is None or o.module == module) and not self.is_container(o))
-
     def instruction(self, op: OpStat) -> Optional[Instruction]:
         mod = self.modules.get(op.module)
         return mod.instructions.get(op.name) if mod else None
@@ -554,18 +542,3 @@ class Profile:
     def is_container(self, op: OpStat) -> bool:
         instr = self.instruction(op)
         return instr.opcode in CONTROL_FLOW if instr else op.name.split(".")[0] in CONTROL_FLOW
-
-    def step_durations_ns(self) -> list[float]:
-        """Each step's duration as the slowest host sees it (hosts lined up by step number)."""
-        if len(self.hosts) < 2:
-            return [s.duration_ns for s in self.steps]
-        out = []
-        for step in self.steps:
-            times = [t for t in (h.step_ns(step.number) for h in self.hosts) if t is not None]
-            out.append(max(times, default=step.duration_ns))
-        return out
-
-    @property
-    def step_time_ns(self) -> Optional[float]:
-        """Median step time, each step as the slowest host (and so the slowest device) sees it."""
-        return statistics.median(self.step_durations_ns()) if self.steps else None

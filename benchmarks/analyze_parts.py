@@ -28,7 +28,7 @@ PARTS = [   # (module, function, label): a part named "A: B" is inside A's figur
     (host_lines, "_read_place", "timeline: executions: stats of each one's first op (`_read_place`)"),
     (xprof_tools.PendingXprof, "finish", "waiting for xprof's converters (their child process)"),
     (loader, "_modules", "HLO of the programs (`loader._modules`)"),
-    (loader, "device_activity", "device activity (`devices.device_activity`)"),
+    (loader, "device_totals", "device totals (`device_totals.device_totals`)"),
     (job.Job, "analyze", "rules and views (`Job.analyze`)"),
 ]
 

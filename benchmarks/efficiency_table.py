@@ -155,7 +155,7 @@ def main() -> None:
 
     from snapshot_profile_models import run_folders
 
-    from advisor.peaks import user_peaks
+    from advisor.peak_table import user_peaks
 
     peaks = user_peaks(args.peak_flops, args.peak_bandwidth)
     runs = [r for r in run_folders() if args.all or not str(r.relative_to(FIXTURES)).startswith(("corpus", "parallel"))]

@@ -35,17 +35,18 @@ def run(tmp: Path, name: str, sets: list[str], steps: int) -> Path:
 
 def measure(logdir: Path) -> dict:
     from advisor.engine import analyze_path
+    from advisor.views import step_time
 
     (analysis,) = analyze_path(logdir)
     p = analysis.profile
     module = p.modules[p.step_module]
-    devices = len(p.device_activity)
+    devices = len(p.device_totals)
     state = sum(module.parameter_bytes[n] for n in module.updated_parameters)
     by_opcode: dict[str, int] = {}
     for ins in module.collectives():
         by_opcode[ins.collective] = by_opcode.get(ins.collective, 0) + ins.bytes_moved(devices)
     return {"devices": devices, "state": state, "peak": p.memory.peak_bytes if p.memory else None,
-            "collectives": by_opcode, "step_ms": p.step_time_ns / 1e6}
+            "collectives": by_opcode, "step_ms": step_time.of(p).median_ns / 1e6}
 
 
 def main() -> None:

@@ -54,6 +54,7 @@ from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import ms, pct
+from advisor.views import activity
 
 TOP_CAUSES = 3      # ops named as where the straggler's extra time goes
 COMPILE_SHARE = 0.5     # a late host's compiles explain its lateness from this share of its extra idle time
@@ -61,7 +62,7 @@ COMPILE_SHARE = 0.5     # a late host's compiles explain its lateness from this 
 
 def check(profile: Profile, min_ratio: float = 1.5, cpu_min_ratio: float = 3.0, cpu_warning_ratio: float = 5.0,
           min_extra_share: float = 0.1, max_wait_ratio: float = 0.5, cpu_host_warning_share: float = 0.3):
-    devices = profile.device_activity
+    devices = activity.of(profile).devices
     if len(devices) < 2:
         return
     found = list(_straggler_device(profile, min_ratio, cpu_min_ratio, cpu_warning_ratio, min_extra_share,
@@ -73,12 +74,14 @@ def check(profile: Profile, min_ratio: float = 1.5, cpu_min_ratio: float = 3.0, 
 
 def _late_host(profile: Profile, min_extra_share: float, max_wait_ratio: float, cpu_host_warning_share: float):
     """A host whose devices idle (waiting for it to launch the step) while the other hosts' devices wait."""
+    view = activity.of(profile)
     hosts = [h for h in profile.hosts if h.devices]
     if len(hosts) < 2:
         return
-    late = max(hosts, key=lambda h: statistics.mean(d.idle_ns for d in h.devices))
-    mine = late.devices
-    theirs = [d for h in hosts if h is not late for d in h.devices]
+    late = max(hosts, key=lambda h: statistics.mean(d.idle_ns for d in view.of_host(h.name)))
+    mine = view.of_host(late.name)
+    theirs = [d for h in hosts if h is not late for d in view.of_host(h.name)]
+    compile_ns = view.compile_ns[late.name]
     if not theirs:
         return
     idle, typical_idle = statistics.mean(d.idle_ns for d in mine), statistics.median(d.idle_ns for d in theirs)
@@ -92,9 +95,9 @@ def _late_host(profile: Profile, min_extra_share: float, max_wait_ratio: float, 
         return      # the devices compute more: a device straggler, not a late launch
     cpu = profile.backend == "cpu"
     severity = ("warning" if extra >= cpu_host_warning_share * step else "info") if cpu else RULE.severity
-    compiling = late.compile_ns >= COMPILE_SHARE * extra
+    compiling = compile_ns >= COMPILE_SHARE * extra
     if compiling:
-        cause = (f"host {late.name} compiles inside its steps ({ms(late.compile_ns)} per step): see the "
+        cause = (f"host {late.name} compiles inside its steps ({ms(compile_ns)} per step): see the "
                  "recompilation finding; the other hosts wait for it")
     else:
         cause = (f"host {late.name} leaves its devices idle before each step while the others wait: look at its "
@@ -119,7 +122,7 @@ def _late_host(profile: Profile, min_extra_share: float, max_wait_ratio: float, 
             "wait_ms": round(my_wait / 1e6, 3),
             "others_wait_ms": round(their_wait / 1e6, 3),
             "extra_compute_ms": round(more_compute / 1e6, 3),
-            "compile_ms_per_step": round(late.compile_ns / 1e6, 3),
+            "compile_ms_per_step": round(compile_ns / 1e6, 3),
             "likely_cause": "compile" if compiling else "input pipeline or host-side work",
             "hosts": len(hosts),
         },
@@ -135,7 +138,7 @@ def _late_host(profile: Profile, min_extra_share: float, max_wait_ratio: float, 
 
 def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, cpu_warning_ratio: float,
                       min_extra_share: float, max_wait_ratio: float):
-    devices = profile.device_activity
+    devices = activity.of(profile).devices
     slowest = max(devices, key=lambda d: d.compute_ns)
     others = [d for d in devices if d is not slowest]
     typical = statistics.median(d.compute_ns for d in others)

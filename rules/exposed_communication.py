@@ -56,7 +56,7 @@ from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, ms, pct, size
-from advisor.views import parallelism
+from advisor.views import activity, parallelism
 
 MANY_COLLECTIVES = 4      # per step: from this many small collectives, combining them is the advice
 CPU_NOTE = ("the CPU backend's simulated devices share the host's cores: collectives here are memory copies "
@@ -76,7 +76,7 @@ def _per_step_counts(profile: Profile) -> dict[str, float]:
 
 
 def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int = 1024 * 1024):
-    devices = profile.device_activity
+    devices = activity.of(profile).devices
     module = profile.modules.get(profile.step_module or "")
     if len(devices) < 2 or module is None:
         return
@@ -177,9 +177,9 @@ def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int 
 
 
 def notes(profile: Profile) -> list[str]:
-    if profile.backend != "cpu" or len(profile.device_activity) < 2:
+    if profile.backend != "cpu" or len(profile.device_totals) < 2:
         return []
-    return [f"{len(profile.device_activity)} simulated CPU devices share this host's cores: per-device compute, "
+    return [f"{len(profile.device_totals)} simulated CPU devices share this host's cores: per-device compute, "
             "wait and idle times include waiting for a core"]
 
 

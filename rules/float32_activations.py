@@ -47,12 +47,15 @@ from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, ms, pct
-from advisor.views import ops as ops_view, peak as peak_view
+from advisor.views import ops as ops_view, peak as peak_view, step_time
 from advisor.views.ops import op_bound
 
 from advisor.remedies import MATERIAL_SHARE, Kind, Remedy, advice, buys, severity
 
-from ._common import activations, dtype, is_attention_logits, parameter_shapes, requests_bfloat16, source_of
+from advisor.views.activations import activations, parameter_shapes, requests_bfloat16
+from advisor.views.layers import source_of
+
+from ._common import dtype, is_attention_logits
 
 
 def _matmul_time(profile: Profile) -> tuple[float, float]:
@@ -149,7 +152,7 @@ def _speed(profile: Profile) -> Optional[_Speed]:
     matmuls run at the f32 (on NVIDIA, tf32) rate, a fraction of bfloat16's (the peak table's two
     columns), and memory-bound ops on float32 activations would move half the bytes."""
     ops = ops_view.of(profile)
-    step_ns = profile.step_time_ns
+    step_ns = step_time.of(profile).median_ns
     if ops is None or not step_ns:
         return None
     peaks = peak_view.of(profile)

@@ -37,7 +37,10 @@ from advisor.rule import Rule
 from advisor.remedies import Kind, Remedy, advice, buys, severity
 from advisor.units import mib, pct
 
-from ._common import activations, dtype, is_attention_logits, requests_bfloat16, source_of
+from advisor.views.activations import activations, requests_bfloat16
+from advisor.views.layers import source_of
+
+from ._common import dtype, is_attention_logits
 
 
 def check(profile: Profile, min_share: float = 0.1):

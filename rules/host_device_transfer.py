@@ -38,7 +38,7 @@ from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib, ms, pct
 
-from ._common import steps_total_ns
+from advisor.views.step_time import steps_total_ns
 
 
 def check(profile: Profile, min_share: float = 0.05, min_bytes_per_step: int = 16 * 1024 * 1024):

@@ -41,10 +41,10 @@ to loop under jit instead.
 from __future__ import annotations
 
 from advisor.findings import Expected, Finding, Recommendation
-from advisor.model import SMALL_KERNEL_NS, Profile
+from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import ms, pct
-from advisor.views import idle as idle_view
+from advisor.views import idle as idle_view, kernels
 
 
 def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_gap_share: float = 0.1):
@@ -52,15 +52,18 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
     view = idle_view.of(profile)
     gaps = view.launch_ns / len(view.steps) if view is not None and view.steps else 0.0
     gap_share = view.launch_share if view is not None else 0.0
+    small_of = kernels.of(profile)
+    SMALL_KERNEL_NS = small_of.threshold_ns
     for d in profile.active_devices:
         if not d.kernel_count or not d.kernel_ns:
             continue
-        count = d.small_kernel_count / per
-        share = d.small_kernel_ns / d.kernel_ns
+        small_kernels = small_of.of_device(d.name)
+        count = small_kernels.count / per
+        share = small_kernels.ns / d.kernel_ns
         if count < min_kernels or (share < min_share and gap_share < min_gap_share):
             continue
-        mean_us = d.small_kernel_ns / max(d.small_kernel_count, 1) / 1e3
-        small = d.small_kernel_ns / per
+        mean_us = small_kernels.ns / max(small_kernels.count, 1) / 1e3
+        small = small_kernels.ns / per
         steps = "per step" if profile.steps else "over the traced window, which has no steps,"
         each = "per step" if profile.steps else "over the traced window"
         one_by_one = not d.graph_launches

@@ -66,8 +66,10 @@ from advisor.units import flop, mib, ms, pct
 
 from advisor.remedies import Kind, Remedy, advice, buys, severity
 
-from ._common import (activations, heterogeneous_layers, is_training_step, kept_by_remat, layers_in, measured_by,
-                      source_of)
+from advisor.views.activations import activations, is_training_step
+from advisor.views.layers import heterogeneous_layers, layers_in, source_of
+
+from ._common import kept_by_remat, measured_by
 
 
 def scanned(profile: Profile, acts) -> bool:

@@ -43,7 +43,7 @@ from advisor.model import Profile
 from advisor.remedies import Kind, Remedy, advice, severity
 from advisor.rule import Rule
 from advisor.units import ms, pct
-from advisor.views import parallelism
+from advisor.views import parallelism, step_time
 
 MAX_FACTOR = 64     # look at most this many times the microbatches today
 
@@ -82,7 +82,7 @@ def check(profile: Profile, max_bubble: float = 0.2):
     after = pipe.bubble_with(target)
     now_ns = pipe.time_s * 1e9
     saving_ns = max(0.0, now_ns - pipe.time_with(target) * 1e9)
-    step_ns = profile.step_time_ns or 0.0
+    step_ns = step_time.of(profile).median_ns or 0.0
     share = saving_ns / step_ns if step_ns else pipe.bubble_fraction - after
     loops = pipe.loops or 1
     counts = (f"{pipe.stages} stages, {m} microbatches" + (f" x {loops} loops" if loops > 1 else "")

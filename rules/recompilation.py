@@ -42,7 +42,7 @@ from advisor.model import HloModule, Profile
 from advisor.rule import Rule
 from advisor.units import ms, pct
 
-from ._common import compiles, warm_up_step
+from advisor.views.idle import compiles, warm_up_step
 
 
 def _signature(module: HloModule) -> list[str]:

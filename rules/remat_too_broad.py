@@ -38,7 +38,9 @@ from advisor.rule import Rule
 from advisor.remedies import Kind, Remedy, advice
 from advisor.units import mib, pct
 
-from ._common import activations, bundled_config, kept_by_remat, measured_by, workload
+from advisor.views.activations import activations
+
+from ._common import bundled_config, kept_by_remat, measured_by, workload
 
 _MARK = "rematted_computation/"
 

@@ -67,7 +67,7 @@ from advisor.views.parallelism.state import state_parameters
 
 def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: float = 0.1):
     module = profile.modules.get(profile.step_module or "")
-    devices = len(profile.device_activity)
+    devices = len(profile.device_totals)
     if module is None or profile.memory is None or devices < 2 or profile.memory.peak_bytes <= 0:
         return
     view = parallelism.of(profile)
@@ -171,7 +171,7 @@ def _partial(profile: Profile, module, view, min_state_bytes: int, min_share: fl
         title=f"the {mib(copied)} train state per device is split over {split} but copied over {over} "
               f"({data.size if data else '?'} copies, {pct(share)} of each device's peak memory)",
         evidence={
-            "devices": len(profile.device_activity),
+            "devices": len(profile.device_totals),
             "state_bytes_per_device": state.bytes_per_device,
             "replicated_bytes_per_device": copied,
             "split_over": state.split_over,

@@ -57,8 +57,11 @@ from advisor.units import ms, pct
 
 from advisor.remedies import Kind, Remedy, advice, config_for, severity
 
-from ._common import bundled_config, dims, measured_by, per_step, stacking_copies
-from advisor.views import parallelism
+from advisor.views.layers import stacking_copies
+from advisor.views.step_time import per_step
+
+from ._common import bundled_config, dims, measured_by
+from advisor.views import parallelism, step_time
 
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies
 
@@ -93,7 +96,7 @@ def _recompute_cost(whose: str, profile: Profile) -> str:
 
 def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.10):
     module = profile.step_module
-    total = profile.op_time_ns(module)
+    total = step_time.of(profile).step_program_op_ns
     if module is None or total <= 0:
         return
     ops = [(op, profile.instruction(op)) for op in profile.ops if op.module == module]

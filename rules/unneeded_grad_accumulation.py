@@ -45,7 +45,9 @@ from advisor.rule import Rule
 from advisor.remedies import Kind, Remedy, advice
 from advisor.units import mib
 
-from ._common import activations, bundled_config, measured_by
+from advisor.views.activations import activations
+
+from ._common import bundled_config, measured_by
 
 
 def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] = None):

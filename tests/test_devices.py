@@ -7,21 +7,22 @@ import pytest
 
 from conftest import FIXTURES, cli
 from advisor.engine import analyze_path
+from advisor.views import activity, step_time
 
 
 def test_data_parallel_is_one_run_of_eight_devices(loaded_profile):
     (analysis,) = loaded_profile("parallel/data_parallel")
     p = analysis.profile
     assert [h.name for h in p.hosts] == ["vm"]
-    assert [d.name for d in p.device_activity] == [f"cpu:{i}" for i in range(8)]
-    for d in p.device_activity:
+    assert [d.name for d in activity.of(p).devices] == [f"cpu:{i}" for i in range(8)]
+    for d in activity.of(p).devices:
         # the four parts add up to the step, per device: no device's figure is a sum over devices
         assert d.compute_ns + d.transfer_ns + d.wait_ns + d.idle_ns == pytest.approx(d.step_ns, rel=1e-6)
         assert d.compute_ns > 0 and d.transfer_ns > 0 and d.wait_ns > 0
         assert d.peak_bytes == p.memory.peak_bytes
     # the gradient all-reduces are found through their HLO opcode, the one JAX named after psum too
     module = p.modules[p.step_module]
-    ran = set(p.device_activity[0].collectives)
+    ran = set(activity.of(p).devices[0].collectives)
     assert "psum_invariant.119" in ran
     assert {module.instructions[op].opcode for op in ran} == {"all-reduce"}
     summary = analysis.summary
@@ -44,8 +45,8 @@ def test_fsdp_parameters_are_sharded_and_gathered(loaded_profile):
 def test_single_device_is_one_host_with_one_device(loaded_profile):
     (analysis,) = loaded_profile("transformer_scan")
     p = analysis.profile
-    assert len(p.hosts) == 1 and [d.name for d in p.device_activity] == ["cpu:0"]
-    d = p.device_activity[0]
+    assert len(p.hosts) == 1 and [d.name for d in activity.of(p).devices] == ["cpu:0"]
+    d = activity.of(p).devices[0]
     assert d.transfer_ns == d.wait_ns == 0 and d.compute_ns > 0
     assert len(analysis.summary["devices"]) == 1
 
@@ -67,10 +68,10 @@ def test_host_files_in_one_folder_are_one_run(tmp_path, loaded_profile):
     (analysis,) = analyze_path(tmp_path)
     p = analysis.profile
     assert [h.name for h in p.hosts] == ["worker0", "worker1"]
-    assert len(p.device_activity) == 16 and {d.host for d in p.device_activity} == {"worker0", "worker1"}
+    assert len(activity.of(p).devices) == 16 and {d.host for d in activity.of(p).devices} == {"worker0", "worker1"}
     assert any(w.startswith("host worker2 skipped") for w in p.warnings)
     # the same host twice: lined up by step number, the run's step time is that host's
-    assert p.step_time_ns == loaded_profile("parallel/straggler")[0].profile.step_time_ns
+    assert step_time.of(p).median_ns == step_time.of(loaded_profile("parallel/straggler")[0].profile).median_ns
     doc = analysis.to_json()
     assert [h["name"] for h in doc["hosts"]] == ["worker0", "worker1"]
     assert all(len(h["devices"]) == 8 for h in doc["hosts"])
@@ -94,14 +95,14 @@ def test_two_host_run_is_one_run_lined_up_by_step(loaded_profile):
     p = analysis.profile
     assert [h.name for h in p.hosts] == ["host0", "host1"]
     assert [len(h.devices) for h in p.hosts] == [4, 4]
-    assert {d.host for d in p.device_activity} == {"host0", "host1"}
+    assert {d.host for d in activity.of(p).devices} == {"host0", "host1"}
     # each host has its own clock: the run's step is the slower host's, step by step
     slower = sorted(max(h.step_ns(s.number) for h in p.hosts) for s in p.steps)
-    assert p.step_time_ns == pytest.approx((slower[1] + slower[2]) / 2)
-    assert p.step_time_ns >= max(sorted(s.duration_ns for s in h.steps)[1] for h in p.hosts)
+    assert step_time.of(p).median_ns == pytest.approx((slower[1] + slower[2]) / 2)
+    assert step_time.of(p).median_ns >= max(sorted(s.duration_ns for s in h.steps)[1] for h in p.hosts)
     # gloo records no rendezvous waits: they are estimated, and the run says so
     assert any("no wait-for-peers events" in n for n in p.notes)
-    assert all(d.wait_ns >= 0 and d.transfer_ns > 0 for d in p.device_activity)
+    assert all(d.wait_ns >= 0 and d.transfer_ns > 0 for d in activity.of(p).devices)
 
 
 def test_html_report_charts_each_device(loaded_profile):

@@ -19,7 +19,7 @@ import pytest
 import advisor
 
 from conftest import FIXTURES, ROOT, analyze_json, cli
-from advisor.peaks import ROWS, match_row, user_peaks
+from advisor.peak_table import ROWS, match_row, user_peaks
 from efficiency_programs import B, D, L
 
 
@@ -234,7 +234,7 @@ def test_a_verdict_on_a_small_share_of_the_step_leads_with_what_dominates(gpu, l
             if ins.is_attention:
                 ins.cost = dataclasses.replace(ins.cost, flops=None)
     profile.views.clear()
-    unknown = efficiency.of(profile)
+    unknown = efficiency.of(profile).to_json()
     assert unknown["verdict"].startswith("mostly of unknown bound: ops whose bound is unknown take 52% of the traced "
                                          "window (te_fused_attn_backward_ffi, te_fused_attn_forward_ffi")
     assert unknown["verdict"].count("unknown") == 2       # said once, not again in a caveat

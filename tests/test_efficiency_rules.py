@@ -17,7 +17,7 @@ import pytest
 from conftest import FIXTURES
 from advisor.engine import analyze_path
 from advisor.job import Job
-from advisor.peaks import user_peaks
+from advisor.peak_table import user_peaks
 from advisor.rules import select
 
 sys.path.insert(0, str(FIXTURES / "gpu"))

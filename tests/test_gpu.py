@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, GPU_TRACES, analyze_json, rule_ids
+from advisor.views import activity
 
 REAL = ["te_fused_attn", "jax08_attention", "tf_bert_v100_multiworker"]
 LAUNCH = "launch-bound"     # the tiny Transformer on an H100: 2,000+ kernels under 10 µs per step
@@ -195,13 +196,13 @@ def test_eight_gpus_with_nccl_collectives(loaded_profile):
     (through hlo_op), each GPU's collective time is split into transfer and waiting for the
     straggler, which device-imbalance names (a warning on GPU)."""
     balanced = loaded_profile("gpu_data_parallel")[0].profile
-    assert [d.name for d in balanced.device_activity] == [f"/device:GPU:{i}" for i in range(8)]
+    assert [d.name for d in activity.of(balanced).devices] == [f"/device:GPU:{i}" for i in range(8)]
     module = balanced.modules[balanced.step_module]
-    for d in balanced.device_activity:
+    for d in activity.of(balanced).devices:
         assert d.collectives and {module.instructions[op].opcode for op in d.collectives} == {"all-reduce"}
         assert d.transfer_ns > 0 and d.wait_ns == pytest.approx(0, abs=1)
     (analysis,) = loaded_profile("gpu_straggler")
-    others = [d for d in analysis.profile.device_activity if d.name != "/device:GPU:3"]
+    others = [d for d in activity.of(analysis.profile).devices if d.name != "/device:GPU:3"]
     assert all(d.wait_ns > 0 for d in others)
     (f,) = [f for f in analysis.findings if f.rule == "device-imbalance"]
     assert f.evidence["straggler"] == "/device:GPU:3" and f.severity == "warning"

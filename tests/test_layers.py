@@ -179,7 +179,7 @@ def test_no_rule_is_named_below_the_rules():
 
 
 # What a view may import: the profile model and the pure helpers it is computed with.
-VIEW_IMPORTS = {"advisor.model", "advisor.peaks", "advisor.units", "advisor.categories", "advisor.sources",
+VIEW_IMPORTS = {"advisor.model", "advisor.peak_table", "advisor.units", "advisor.categories", "advisor.sources",
                 "advisor.run_label", "advisor.version"}
 
 

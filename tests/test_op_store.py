@@ -4,10 +4,10 @@ totals and columns as a line read whole, whatever the chunking, order or budget.
 import numpy as np
 import pytest
 
-from advisor.load import ops as ops_module
+from advisor.load import op_accumulator as ops_module
 from advisor.load.columns import self_times
 from advisor.load.op_store import OpStore
-from advisor.load.ops import OpAccumulator
+from advisor.load.op_accumulator import OpAccumulator
 
 
 def _nested_line(rng, n):
@@ -95,7 +95,9 @@ def test_device_activity_without_steps_spans_the_earliest_to_the_latest_op(monke
     """Two executor threads feed cpu:0; the thread read first starts later. Without steps the
     window is the earliest start to the latest end, whatever the order the lines were read in,
     and slices of 10 ops give what one slice gives."""
-    from advisor.load import devices
+    from advisor.load import device_totals as devices
+    from advisor.model import Host, Profile
+    from advisor.views import activity
 
     acc = OpAccumulator()
     place = acc.place_id("m(1)", 0, "cpu:0")
@@ -104,11 +106,15 @@ def test_device_activity_without_steps_spans_the_earliest_to_the_latest_op(monke
         starts = first + 10.0 * np.arange(40)
         line.add(starts, np.full(40, 5.0), np.full(40, place), np.full(40, acc.name_id("fusion.1")))
         line.close()
-    (whole,) = devices.device_activity("h", acc.device_ops, [], {}, None, [])
-    assert whole.step_ns == 495.0          # from 0 to the later thread's last end, 100 + 390 + 5
-    assert whole.compute_ns == pytest.approx(5.0 * 50)     # 40 + 10 distinct ops of 5 ns (30 overlap)
+    (whole,) = devices.device_totals("h", acc.device_ops, [], {}, None, [])
+    assert whole.window_ns == 495.0          # from 0 to the later thread's last end, 100 + 390 + 5
+    assert whole.busy_ns == pytest.approx(5.0 * 50) and whole.collective_ns == 0   # 40 + 10 distinct ops of 5 ns
+    profile = Profile(path="", backend="cpu", device_name="", steps=[], ops=[], modules={}, step_module=None,
+                      memory=None, device_memory_profile=[], run_metadata={}, hosts=[Host("h", "", [], [whole])])
+    (per_step,) = activity.of(profile).devices
+    assert per_step.step_ns == 495.0 and per_step.compute_ns == pytest.approx(5.0 * 50) and per_step.steps == 0
     monkeypatch.setattr(devices, "SLICE_OPS", 10)
-    (sliced,) = devices.device_activity("h", acc.device_ops, [], {}, None, [])
+    (sliced,) = devices.device_totals("h", acc.device_ops, [], {}, None, [])
     assert sliced == whole
 
 
@@ -141,7 +147,9 @@ def test_an_op_open_over_the_whole_line_holds_back_a_bounded_number(monkeypatch)
 def test_waits_go_to_the_latest_collective_around_them_however_the_slices_fall(monkeypatch):
     """Two all-reduces overlap on one device, A [0, 100) and B [10, 20); a wait at [50, 60) is
     inside A only. Slices of 1 op give what one slice gives."""
-    from advisor.load import devices
+    from advisor.load import device_totals as devices
+    from advisor.model import Host, Profile
+    from advisor.views import activity
 
     acc = OpAccumulator()
     place = acc.place_id("m(1)", 0, "cpu:0")
@@ -150,9 +158,9 @@ def test_waits_go_to_the_latest_collective_around_them_however_the_slices_fall(m
         line.add(np.array([start]), np.array([end - start]), np.array([place]), np.array([acc.name_id(name)]))
         line.close()
     acc.add_waits(np.array([50.0]), np.array([10.0]), np.array([place]))
-    (whole,) = devices.device_activity("h", acc.device_ops, [], {}, None, [])
+    (whole,) = devices.device_totals("h", acc.device_ops, [], {}, None, [])
     assert whole.collective_wait == {"ncclAllReduceA": 10.0} and whole.wait_ns == 10.0
     monkeypatch.setattr(devices, "SLICE_OPS", 1)
     monkeypatch.setattr(devices, "_SAMPLE_EVERY", 1)
-    (sliced,) = devices.device_activity("h", acc.device_ops, [], {}, None, [])
+    (sliced,) = devices.device_totals("h", acc.device_ops, [], {}, None, [])
     assert sliced == whole

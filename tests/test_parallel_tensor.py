@@ -74,7 +74,7 @@ def test_async_rings_are_tensor_parallel_and_their_overlap_is_not_invented_on_cp
     assert v.pipeline is None
     rings = [r for r in v.collectives if r.kind == "collective-permute"]
     assert rings and all(r.axis == "tensor" and r.role == "tensor-parallel" for r in rings)
-    assert any("blocking rendezvous" in n and "cannot be measured" in n for n in v.notes)
+    assert any("blocking rendezvous" in n and "cannot be measured" in n for n in v.remarks)
     assert not any(f.rule == "pipeline-bubble" for f in analysis.findings)
     # params + Adam per device: the blocks' split leaves over tensor, the rest whole; all copied over data
     assert v.state.split_over == ["tensor"] and v.state.replicated_over == ["data"]

@@ -7,6 +7,7 @@ role-aware communication advice, partly replicated state)."""
 import pytest
 
 from advisor.engine import analyze_all
+from advisor.views import activity
 from advisor.views import parallelism
 from advisor.views.parallelism.mesh import Axis, infer_axes
 from advisor.views.parallelism.weights import weight_like
@@ -95,8 +96,8 @@ def test_tensor_parallel_collectives(run):
     assert permutes.kind == "collective-permute" and permutes.axis_size == 4
     # 4 blocks x 2 rings x 3 hops forward, and their transposes backward (XLA may fuse a few away)
     assert permutes.count_per_step >= 40
-    assert any("cannot be measured" in n for n in ring.notes)
-    assert not any("cannot be measured" in n for n in sync.notes)
+    assert any("cannot be measured" in n for n in ring.remarks)
+    assert not any("cannot be measured" in n for n in sync.remarks)
 
 
 def test_3d_fsdp_roles_over_data(run):
@@ -305,7 +306,7 @@ def test_mesh_that_does_not_cover_the_devices_is_inferred_with_a_note(run):
     profile = run("parallel_3d").profile
     v = parallelism.build(profile, mesh=[("data", 4)])
     assert v.mesh_source == "inferred" and mesh(v) == [("data", 2), ("pipe", 2), ("tensor", 2)]
-    assert any("does not cover" in n for n in profile.notes)
+    assert any("does not cover" in n for n in v.notes)      # the view returns the note: the job adds it to the run's
 
 
 def test_trace_records_the_mesh(tmp_path):
@@ -361,6 +362,6 @@ def test_exposed_time_is_measured_per_collective(run, loaded_profile):
     for profile in (run("parallel_3d").profile, loaded_profile("gpu_data_parallel")[0].profile):
         v = parallelism.of(profile)
         assert all(0 <= r.exposed_s <= r.time_s + 1e-9 for r in v.collectives)
-        devices = profile.device_activity
+        devices = activity.of(profile).devices
         mean_exposed_s = sum(d.exposed_ns for d in devices) / len(devices) / 1e9
         assert sum(r.exposed_s for r in v.collectives) == pytest.approx(mean_exposed_s, rel=0.02)

@@ -8,10 +8,10 @@ from typing import Optional
 
 import numpy as np
 
-from ..model import SMALL_KERNEL_NS, DeviceSummary, Transfer
+from ..model import KERNEL_BUCKETS_NS, DeviceSummary, Transfer
 from .columns import as_spans, chunks_of, merged
 from .command_buffers import COMMAND_BUFFER_OP, Launch, Schedule, launch
-from .ops import NO_MODULE, OpAccumulator, module_key
+from .op_accumulator import NO_MODULE, OpAccumulator, module_key
 from .xplane_stream import int_stat
 
 _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "MemcpyP2P": "P2P",
@@ -64,8 +64,10 @@ class PlaneEvents:
         starts, durs, copy, kernel, _ = self._columns(window)
         summary.memcpy_count, summary.memcpy_ns = int(copy.sum()), _sum(durs[copy])
         summary.kernel_count, summary.kernel_ns = int(kernel.sum()), _sum(durs[kernel])
-        small = kernel & (durs < SMALL_KERNEL_NS)
-        summary.small_kernel_count, summary.small_kernel_ns = int(small.sum()), _sum(durs[small])
+        bucket = np.searchsorted(np.array(KERNEL_BUCKETS_NS), durs[kernel], side="right")
+        kernel_durs = durs[kernel]
+        summary.kernel_counts = np.bincount(bucket, minlength=len(KERNEL_BUCKETS_NS) + 1).tolist()
+        summary.kernel_bucket_ns = [_sum(kernel_durs[bucket == i]) for i in range(len(KERNEL_BUCKETS_NS) + 1)]
         compute = ~copy
         summary.busy = as_spans(*merged(starts[compute], starts[compute] + durs[compute]))
         return summary

@@ -12,7 +12,7 @@ import numpy as np
 from ..model import AllocatorPeak, HostEvent, Transfer
 from .columns import chunks_of, classify
 from .op_store import BLOCK_OPS
-from .ops import module_key
+from .op_accumulator import module_key
 from .xplane_stream import int_stat
 
 # Host thread lines where XLA's CPU runtime executes HLO ops.

@@ -12,7 +12,7 @@ from ..locate import RunFiles, host_name
 from ..model import Buffer, HloModule, Host, MemoryAtPeak, Profile, merge_intervals, overlap_ns
 from ..categories import categorize
 from .hlo import lacks_heap_simulation, parse_module, split_key
-from .devices import device_activity, estimate_peer_waits
+from .device_totals import device_totals
 from ..safe_json import load_side_json
 from .memprof import read_memory_profile
 from .timeline import StepWindowError, Timeline, read_timeline
@@ -154,9 +154,9 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None, readers: Optio
             warnings.append(f"{err}: its live-at-save table is left out")
     step_peak = memory.peak_bytes if memory else None
     hosts = [Host(name=host_name(run.xplane), path=str(run.xplane), steps=timeline.steps,
-                  devices=device_activity(host_name(run.xplane), timeline.device_ops,
-                                          timeline.steps, modules, step_peak, timeline.allocators),
-                  compile_ns=_compile_in_steps(timeline))]
+                  devices=device_totals(host_name(run.xplane), timeline.device_ops,
+                                        timeline.steps, modules, step_peak, timeline.allocators),
+                  compile_in_steps_ns=_compile_in_steps(timeline))]
     return Profile(
         path=str(run.xplane),
         backend=backend,
@@ -297,14 +297,14 @@ def load_host(path: Path, reference: Callable[[], Optional[HostReference]],
     keys = {op.module for op in timeline.ops}      # the same programs may have other ids on this host
     host_modules = {**{k: by_name[split_key(k)[0]] for k in keys if split_key(k)[0] in by_name}, **first.modules}
     return HostPart(Host(name=name, path=str(path), steps=timeline.steps,
-                         devices=device_activity(name, timeline.device_ops, timeline.steps,
-                                                 host_modules, first.step_peak, timeline.allocators),
-                         compile_ns=_compile_in_steps(timeline)), warnings)
+                         devices=device_totals(name, timeline.device_ops, timeline.steps,
+                                               host_modules, first.step_peak, timeline.allocators),
+                         compile_in_steps_ns=_compile_in_steps(timeline)), warnings)
 
 
 def merge_hosts(first: Profile, parts: list[HostPart]) -> Profile:
-    """The run's profile: the first host's with the other hosts added in file order, then what is
-    judged across all of them (the device count in the name, the waits for peers estimated)."""
+    """The run's profile: the first host's with the other hosts added in file order, and the device
+    count in the name."""
     for part in parts:
         first.warnings.extend(part.warnings)
         if part.host is not None:
@@ -313,11 +313,6 @@ def merge_hosts(first: Profile, parts: list[HostPart]) -> Profile:
     count = sum(len(h.devices) for h in hosts)
     if first.backend == "cpu" and count > 1:
         first.device_name += f", {count} devices" + (f" on {len(hosts)} hosts" if len(hosts) > 1 else "")
-    estimated = estimate_peer_waits([d for h in hosts for d in h.devices])
-    if estimated:
-        first.notes.append(f"{len(estimated)} collective(s) of the step carry no wait-for-peers events (e.g. gloo "
-                           "across hosts, GPU kernels): each device's wait in them is estimated as its time beyond "
-                           "the shortest device's time in the same collective")
     return first
 
 
@@ -339,14 +334,14 @@ def _graph_notes(timeline: Timeline) -> list[str]:
 
 
 def _compile_in_steps(timeline: Timeline) -> float:
-    """Per step, the time the host spent compiling inside its steps (the Python-side compile events,
-    which wrap the client's, where the trace has them)."""
+    """The time the host spent compiling inside its steps, over all of them (the Python-side compile
+    events, which wrap the client's, where the trace has them)."""
     if not timeline.steps:
         return 0.0
     events = [e for e in timeline.host_events if e.category == "compile"]
     events = [e for e in events if e.name.startswith("$")] or events
     spans = merge_intervals((e.start_ns, e.start_ns + e.duration_ns) for e in events)
-    return sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in timeline.steps) / len(timeline.steps)
+    return sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in timeline.steps)
 
 
 def _categorize_devices(timeline, modules: dict[str, HloModule]) -> None:

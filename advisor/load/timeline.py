@@ -1,7 +1,12 @@
-"""Read the timeline of an XSpace with `jax.profiler.ProfileData`: op self times and steps.
+"""The timeline of one XSpace: what ran on each device and when, as `Timeline` (facts only).
 
-Only the stats we need are read, and only on events that can carry them: reading every
-event's stats costs several times the parse itself on large traces.
+Reads the space the loader opened (the streaming reader, `xplane_stream.StreamSpace`, or
+`jax.profiler.ProfileData` with ADVISOR_READER=profiledata): the GPU/TPU planes' kernels and copies
+(`device_planes`) or the CPU executor threads' ops (`host_lines`), into the op accumulator
+(`op_accumulator`: self times per op, program executions, each device's ops as columns); the host
+plane's step marks, compile, sync and transfer events, allocator events and kernel launches
+(`host_lines.host_pass`); the steps (`steps`), and with `--steps A:B` the window every figure is
+taken over. Only the stats a reader needs are read, and only on events that can carry them.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from .columns import in_window
 from .device_planes import Programs, device_plane
 from .host_lines import (CPU_EXECUTOR_PREFIXES, AllocatorEvents, Launches, allocator_peaks, cpu_op_line, h2d_transfer,
                          host_pass)
-from .ops import NO_MODULE, DeviceOps, OpAccumulator
+from .op_accumulator import NO_MODULE, DeviceOps, OpAccumulator
 from .steps import device_timed, steps_from
 
 __all__ = ["NO_MODULE", "Timeline", "read_timeline"]

@@ -19,7 +19,7 @@ import collections
 from typing import Any, Optional
 
 from ..model import Profile
-from . import idle
+from . import activity, idle
 
 STATES = ("idle", "unattributed", "unknown-bound")
 
@@ -34,7 +34,7 @@ def verdict_basis(profile: Profile, rows: list, bounds: dict, peak, per: int, st
     for r in rows:
         by_bound[bounds[id(r)] or "unknown"] += r.time_ns / per
     idle_share = _idle_share(profile)
-    devices = [d for d in profile.device_activity if d.step_ns]
+    devices = [d for d in activity.of(profile).devices if d.step_ns]
     exposed = sum(min(1.0, d.exposed_ns / d.step_ns) for d in devices) / len(devices) if devices else 0.0
     own = {"host": idle_share or 0.0, "communication": exposed}.get(bound, by_bound.get(bound, 0.0) / step_ns)
     states = {"idle": idle_share if bound != "host" else None,
@@ -55,14 +55,14 @@ def _idle_share(profile: Profile) -> Optional[float]:
         return view.share
     if profile.backend == "cpu":
         return None         # op events are dispatches there: their gaps are not idle time
-    devices = [d for d in profile.device_activity if d.step_ns]
+    devices = [d for d in activity.of(profile).devices if d.step_ns]
     return sum(min(1.0, d.idle_ns / d.step_ns) for d in devices) / len(devices) if devices else None
 
 
 def _unattributed(profile: Profile, rows: list, per: int, step_ns: float) -> float:
     """Device time in no op row: on GPU and TPU the devices' busy time the rows leave over (kernels
     without an HLO op, ops of programs without HLO); on the CPU backend the ops of programs without HLO."""
-    devices = [d for d in profile.device_activity if d.step_ns]
+    devices = [d for d in activity.of(profile).devices if d.step_ns]
     if profile.backend == "cpu" or not devices:
         count = max(1, len({o.device for o in profile.ops}))
         orphan = sum(o.self_ns for o in profile.ops if o.module not in profile.modules and not profile.is_container(o))

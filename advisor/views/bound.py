@@ -13,7 +13,7 @@ import dataclasses
 from typing import Callable, Optional, TypeVar
 
 from ..model import Profile
-from ..peaks import UserPeaks
+from ..peak_table import UserPeaks
 
 MIN_IDLE_SHARE = 0.2    # idle this share of the steps or more is host-bound (host-bound's min_idle_share default)
 _KEY = "settings"       # where they are kept among the profile's views

@@ -19,12 +19,13 @@ Conventions:
 from __future__ import annotations
 
 import collections
+import dataclasses
 from typing import Any, Optional
 
 from ..model import Profile
-from ..peaks import Peak
+from ..peak_table import Peak
 from ..units import sig, si
-from . import idle, ops as ops_view, peak as peak_view
+from . import activity, idle, ops as ops_view, peak as peak_view, step_time
 from .basis import verdict_basis, with_basis
 from .bound import cached
 from .ops import LATENCY_NS, OpRow, bandwidth_roof, op_bound, roof_share, served_from_l2
@@ -51,9 +52,18 @@ def _round(x: Optional[float], digits: int = 4) -> Optional[float]:
     return None if x is None else float(f"{x:.{digits}g}")
 
 
-def of(profile: Profile) -> Optional[dict[str, Any]]:
-    """summary.efficiency, or None when the step program's HLO is not in the trace."""
-    return cached(profile, "efficiency", _build)
+@dataclasses.dataclass(frozen=True)
+class Efficiency:
+    figures: Optional[dict[str, Any]]       # summary.efficiency; None when the step program's HLO is not in the trace
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> Optional[dict[str, Any]]:
+        return self.figures
+
+
+def of(profile: Profile) -> Efficiency:
+    """The efficiency section: `to_json()` is summary.efficiency (None without the step program's HLO)."""
+    return cached(profile, "efficiency", lambda p: Efficiency(_build(p)))
 
 
 def _build(profile: Profile) -> Optional[dict[str, Any]]:
@@ -84,7 +94,7 @@ def _build(profile: Profile) -> Optional[dict[str, Any]]:
     nbytes = sum(r.bytes for r in rows)
     mm_flops = sum(r.flops for r in rows if r.matmul and r.flops is not None)
     model_mm = sum(r.flops for r in rows if r.matmul and r.flops is not None and not r.remat)
-    step_ns = profile.step_time_ns
+    step_ns = step_time.of(profile).median_ns
     peak_flops = peak.flops_per_s if peak else None
     peak_bw = peak.bytes_per_s if peak else None
 
@@ -136,7 +146,7 @@ def _build(profile: Profile) -> Optional[dict[str, Any]]:
     if steps:
         step_s = step_ns / 1e9 if step_ns else None
     else:
-        window = [d.step_ns for d in profile.device_activity if d.step_ns]
+        window = [d.step_ns for d in activity.of(profile).devices if d.step_ns]
         step_s = sum(window) / len(window) / 1e9 if window else None
         if step_s:
             notes.append(f"the trace has no steps: per-step figures, MFU and HFU are over its traced window "
@@ -202,7 +212,7 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
              window: bool = False) -> tuple[Optional[str], str]:
     """The step's bound: whichever of host idle, exposed communication and the device's compute-,
     memory- and latency-bound op time takes most of the step (ops whose bound is unknown aside)."""
-    devices = profile.device_activity
+    devices = activity.of(profile).devices
     step_ns = step_s * 1e9 if step_s else None
     # idle (the idle view, which host-bound reads too) and exposed time as shares of the steps they were
     # measured in, then put on the step used for op time: never more than the whole step

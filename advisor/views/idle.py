@@ -17,7 +17,7 @@ there; between executions the device is waiting for the host to dispatch the nex
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 from ..model import Profile, Step, overlap_ns
 from .bound import MIN_IDLE_SHARE as MIN_SHARE, cached, settings
@@ -35,6 +35,11 @@ class Idle:
     min_share: float = MIN_SHARE    # the share from which the steps are host-bound (host-bound's option)
     launch_ns: float = 0.0      # GPU/TPU: of idle_ns, the gaps under LAUNCH_GAP_NS between device work
     launch_gaps: int = 0        # how many such gaps
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": len(self.steps), "idle_ms": round(self.idle_ns / 1e6, 3), "share": round(self.share, 4),
+                "launch_ms": round(self.launch_ns / 1e6, 3), "host_bound": self.host_bound}
 
     @property
     def share(self) -> float:
@@ -72,10 +77,21 @@ def build(profile: Profile, min_share: float = MIN_SHARE) -> Optional[Idle]:
     total = sum(s.duration_ns for s in steps)
     if not steps or not profile.busy or total <= 0:
         return None
-    busy = sum(overlap_ns(profile.busy, s.start_ns, s.end_ns) for s in steps)
+    idle_ns = max(0.0, busy_and_idle(profile.busy, steps)[1])
     launch_ns, launch_gaps = _launch_gaps(profile, steps) if profile.backend in ("gpu", "tpu") else (0.0, 0)
-    return Idle(steps=steps, step_ns=total, idle_ns=max(0.0, total - busy), warm_up=first, min_share=min_share,
+    return Idle(steps=steps, step_ns=total, idle_ns=idle_ns, warm_up=first, min_share=min_share,
                 launch_ns=launch_ns, launch_gaps=launch_gaps)
+
+
+def busy_and_idle(spans, steps: list[Step]) -> tuple[float, float]:
+    """(busy, idle) in the steps, ns: how much of each step the merged spans cover, summed, and the
+    rest of the steps' time (a sum's rounding may leave it a hair below 0). The one measure of idle: the run's (the device's busy spans, a warm-up
+    left out), each accelerator's in `summary.devices[].idle_in_steps_ms` (its plane's spans); the
+    activity view's per device is the same difference, its steps' time less its ops' (the loader's
+    streamed totals)."""
+    total = sum(s.duration_ns for s in steps)
+    busy = sum(overlap_ns(spans, s.start_ns, s.end_ns) for s in steps)
+    return busy, total - busy
 
 
 def _launch_gaps(profile: Profile, steps: list[Step]) -> tuple[float, int]:

@@ -23,6 +23,7 @@ class Memory:
     module: str = ""                    # the program whose buffers are live at the peak ("": none known)
     by_kind: dict[str, int] = dataclasses.field(default_factory=dict)    # buffer group -> bytes, most first
     largest: tuple[Buffer, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> Optional[dict[str, Any]]:
         """What is live at the peak (None where the buffers are not known)."""

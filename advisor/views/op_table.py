@@ -59,6 +59,7 @@ class OpTable:
     entries: tuple[OpEntry, ...]    # most time first
     steps: int                      # the steps the figures are per (0: the trace has none, figures over its window)
     why: str = ""                   # why there are no entries ("": there are)
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"steps": self.steps, "ops": [e.to_json() for e in self.entries], "why": self.why or None}

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 from ..categories import categorize
 from ..model import Instruction, OpStat, Profile
-from ..peaks import Peak
+from ..peak_table import Peak
 from .bound import cached
 
 LATENCY_NS = 5_000.0          # an op execution shorter than this cannot reach either roof (launch latency)
@@ -52,12 +52,16 @@ class OpRow:
         return self.instruction.is_matmul
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class OpRows:
     rows: list[OpRow]
     executions: float               # executions of the step program per device over the window
     devices: int                    # devices the program ran on
     steps: int                      # steps the figures are over (0: the trace has none, figures over its window)
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ops": len(self.rows), "executions": self.executions, "devices": self.devices, "steps": self.steps}
 
 
 def _devices_of(profile: Profile, ops: list[OpStat]) -> int:

@@ -1,16 +1,16 @@
 """The device's peaks every utilization divides by (`views.peak.of(profile)`), and where they come
 from: the user's (--peak-flops/--peak-bandwidth), else the trace's own peak stats (TPU) or the
-device table's row (advisor/peaks.py), else advisor calibrate's figures for the machine the run
+device table's row (advisor/peak_table.py), else advisor calibrate's figures for the machine the run
 records; where there are none, why. The efficiency section and every rule read these, so a rule's
 share of a peak is the efficiency section's.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 from ..model import Profile
-from ..peaks import DeviceRow, Peak, UserPeaks, dtype_class, match_row, row_peak
+from ..peak_table import DeviceRow, Peak, UserPeaks, dtype_class, match_row, row_peak
 from . import ops
 from .bound import cached, settings
 
@@ -24,6 +24,11 @@ class Peaks:
     user: Optional[UserPeaks]       # the user's figures, or advisor calibrate's where nothing else is known
     unused: str = ""                # why a calibration of a host of the trace's name is not used
     step_dtype: str = ""            # the operand dtype of most of the step's matmul FLOPs ("" without matmuls)
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        peak, why = self.step
+        return {"peak": peak.to_json() if peak else None, "why": why or None}
 
     def at(self, dtype: str) -> tuple[Optional[Peak], str]:
         """The peaks for matmuls of this operand dtype and, when there are none, why."""

@@ -10,6 +10,7 @@ without differ there even when neither names its flags.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..model import Profile
@@ -23,8 +24,17 @@ _TRACE_KEYS = (("jax_version", "jax"), ("jaxlib_version", "jaxlib"), ("cuda_vers
                ("rocm_version", "rocm"))
 
 
-def of(profile: Profile) -> dict[str, Any]:
-    return cached(profile, "recorded_with", _build)
+@dataclasses.dataclass(frozen=True)
+class Recording:
+    figures: dict[str, Any]         # runs[].summary.recorded_with
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return self.figures
+
+
+def of(profile: Profile) -> Recording:
+    return cached(profile, "recording", lambda p: Recording(_build(p)))
 
 
 def _build(profile: Profile) -> dict[str, Any]:

@@ -3,11 +3,12 @@ devices and collectives, and the views the report shows beside them (parallelism
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from ..model import Profile, overlap_ns
+from ..model import Profile
 from ..version import __version__
-from . import efficiency, memory, parallelism, recording
+from . import activity, efficiency, idle, kernels, memory, parallelism, recording, step_time
 from .bound import cached
 
 
@@ -15,14 +16,13 @@ def _us(ns) -> Any:
     return round(ns / 1e3, 3) if ns is not None else None
 
 
-def _device_summary(d, steps) -> dict[str, Any]:
+def _device_summary(d, steps, small) -> dict[str, Any]:
     out = {
         "name": d.name,
         "description": d.description,
         "kernels": d.kernel_count,
         "kernel_time_ms": round(d.kernel_ns / 1e6, 3),
-        "small_kernels": d.small_kernel_count,
-        "small_kernel_time_ms": round(d.small_kernel_ns / 1e6, 3),
+        **small.to_json(),
         "memcpys": d.memcpy_count,
         "memcpy_time_ms": round(d.memcpy_ns / 1e6, 3),
         "time_by_category_ms": {k: round(v / 1e6, 3) for k, v in sorted(d.time_by_category.items(),
@@ -38,52 +38,34 @@ def _device_summary(d, steps) -> dict[str, Any]:
         "launch_call_median_us": _us(d.launch_call_median_ns),
     }
     if steps:
-        total = sum(s.duration_ns for s in steps)
-        busy = sum(overlap_ns(d.busy, s.start_ns, s.end_ns) for s in steps)
+        busy, idle_ns = idle.busy_and_idle(d.busy, steps)
         out["busy_in_steps_ms"] = round(busy / 1e6, 3)
-        out["idle_in_steps_ms"] = round((total - busy) / 1e6, 3)
+        out["idle_in_steps_ms"] = round(idle_ns / 1e6, 3)
     return out
-
-
-def _activity(d, slowest) -> dict[str, Any]:
-    """One device's figures per step (ms), as in `runs[].summary.devices`."""
-    return {
-        "name": d.name,
-        "host": d.host,
-        "compute_ms": round(d.compute_ns / 1e6, 3),
-        "collective_transfer_ms": round(d.transfer_ns / 1e6, 3),
-        "collective_wait_ms": round(d.wait_ns / 1e6, 3),
-        "collective_exposed_ms": round(d.exposed_ns / 1e6, 3),
-        "idle_ms": round(d.idle_ns / 1e6, 3),
-        "step_mean_ms": round(d.step_ns / 1e6, 3),
-        "steps": d.steps,
-        "collectives_ms": {k: round(v / 1e6, 3) for k, v in sorted(d.collectives.items(), key=lambda kv: -kv[1])},
-        "category_ms": {k: round(v / 1e6, 3) for k, v in d.time_by_category.items()},
-        "peak_memory_bytes": d.peak_bytes,
-        "slowest": d is slowest,
-    }
 
 
 def device_entries(profile: Profile) -> list[dict[str, Any]]:
     """summary.devices: one entry per device of every host, its per-step figures, and on GPU/TPU
     the plane's own facts (kernels, copies, categories) for the devices that were active."""
-    slowest = profile.slowest_device if len(profile.device_activity) > 1 else None
-    activity = {(d.host, d.name): _activity(d, slowest) for d in profile.device_activity}
+    view = activity.of(profile)
+    activity_of = {(d.host, d.name): entry for d, entry in zip(view.devices, view.to_json())}
     first = profile.hosts[0].name if profile.hosts else ""
     if not profile.devices:
-        return list(activity.values())
+        return list(activity_of.values())
+    small = kernels.of(profile)
     out = []
     for d in profile.devices:
         if d.active:
-            out.append({**_device_summary(d, profile.steps), **activity.pop((first, d.name), {"host": first})})
-    return out + list(activity.values())
+            out.append({**_device_summary(d, profile.steps, small.of_device(d.name)),
+                        **activity_of.pop((first, d.name), {"host": first})})
+    return out + list(activity_of.values())
 
 
 def collective_entries(profile: Profile) -> list[dict[str, Any]]:
     """summary.collectives: each collective instruction of the step program that ran, per step on one
     device (the mean over devices): executions, bytes each device moves (HLO operand shapes and replica
     groups, ring), time, transfer and wait apart, and the algorithmic bandwidth of the transfer."""
-    devices = profile.device_activity
+    devices = activity.of(profile).devices
     module = profile.modules.get(profile.step_module or "")
     if module is None or not devices:
         return []
@@ -114,8 +96,17 @@ def _steps_from(steps) -> str:
     return "step annotations" if steps[0].annotated else "executions of the step program"
 
 
-def of(profile: Profile) -> dict[str, Any]:
-    return cached(profile, "summary", _build)
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    figures: dict[str, Any]         # runs[].summary
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return self.figures
+
+
+def of(profile: Profile) -> Summary:
+    return cached(profile, "summary", lambda p: Summary(_build(p)))
 
 
 def _build(profile: Profile) -> dict[str, Any]:
@@ -123,8 +114,9 @@ def _build(profile: Profile) -> dict[str, Any]:
 
     steps = profile.steps
     meta = profile.run_metadata
-    step_ns = profile.step_time_ns
-    durations = sorted(profile.step_durations_ns())
+    times = step_time.of(profile)
+    step_ns = times.median_ns
+    durations = sorted(times.durations_ns)
     out: dict[str, Any] = {
         "steps": len(steps),
         "steps_from": _steps_from(steps) if steps else None,
@@ -132,7 +124,7 @@ def _build(profile: Profile) -> dict[str, Any]:
         "step_time_spread_ms": round((durations[-1] - durations[0]) / 1e6, 3) if len(durations) > 1 else None,
         "step_module": profile.step_module,
         # one device's share: the first host's op time over its devices that ran, never a sum over devices
-        "op_time_per_step_ms": round(profile.op_time_ns(profile.step_module) / max(len(steps), 1)
+        "op_time_per_step_ms": round(times.step_program_op_ns / max(len(steps), 1)
                                      / max(1, len(profile.hosts[0].devices) if profile.hosts else 1) / 1e6, 3)
         if profile.step_module else None,
         "peak_memory_bytes": memory.of(profile).peak_bytes,
@@ -141,9 +133,10 @@ def _build(profile: Profile) -> dict[str, Any]:
         "modules": len(profile.modules),
         "advisor_version": __version__,
     }
-    if profile.devices or profile.device_activity:
+    if profile.devices or profile.device_totals:
         out["devices"] = device_entries(profile)
-        slowest = profile.slowest_device if len(profile.device_activity) > 1 else None
+        view = activity.of(profile)
+        slowest = view.slowest if len(view.devices) > 1 else None
         out["slowest_device"] = {"name": slowest.name, "host": slowest.host} if slowest else None
         out["collectives"] = collective_entries(profile)
     if profile.devices:
@@ -168,6 +161,6 @@ def _build(profile: Profile) -> dict[str, Any]:
         if meta.get("workload"):       # what this run set beyond its preset: how its label names it
             from ..run_label import settings
             out["run"]["settings"] = settings(meta)
-    out["recorded_with"] = recording.of(profile)
-    out["efficiency"] = efficiency.of(profile)
+    out["recorded_with"] = recording.of(profile).to_json()
+    out["efficiency"] = efficiency.of(profile).to_json()
     return out

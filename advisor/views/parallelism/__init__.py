@@ -29,7 +29,7 @@ from .state import State, memory_by_kind, train_state
 from .weights import gathered_dims, state_dims
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Parallelism:
     axes: list[Axis]
     mesh_source: str                # "recorded", "given" (--mesh), "inferred"
@@ -39,7 +39,8 @@ class Parallelism:
     state: Optional[State]
     memory_by_kind: dict[str, int]
     weight_dims: frozenset          # dims of weight-shaped arrays (parameters, their slices, gathered)
-    notes: list[str] = dataclasses.field(default_factory=list)
+    remarks: tuple[str, ...] = ()   # what the JSON's parallelism section says about its figures
+    notes: tuple[str, ...] = ()     # the run's notes (a mesh that cannot be used)
 
     def axis(self, name: str) -> Optional[Axis]:
         return next((a for a in self.axes if a.name == name), None)
@@ -50,7 +51,7 @@ class Parallelism:
                 "pipeline": self.pipeline.to_json() if self.pipeline else None,
                 "state": self.state.to_json() if self.state else None,
                 "memory_by_kind": dict(self.memory_by_kind),
-                "notes": list(self.notes)}
+                "notes": list(self.remarks)}
 
 
 def of(profile: Profile) -> Optional[Parallelism]:
@@ -64,7 +65,7 @@ def of(profile: Profile) -> Optional[Parallelism]:
 def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Optional[Parallelism]:
     """None for a single device or a run whose step program has no HLO."""
     module = profile.modules.get(profile.step_module or "")
-    devices = len(profile.device_activity)
+    devices = len(profile.device_totals)
     if module is None or devices < 2:
         return None
     listed = [i for i in module.collectives() if groups(i)]
@@ -73,9 +74,9 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     everyone = (tuple(range(n)),)
     collectives = [i if groups(i) else dataclasses.replace(i, replica_groups=everyone)
                    for i in module.collectives() if groups(i) or not i.source_target_pairs]
-    given, source = named_mesh(profile, mesh)
+    given, source, notes = named_mesh(profile, mesh)
     if given and math.prod(size for _, size in given) != n:
-        profile.notes.append(f"the mesh {', '.join(f'{a}={s}' for a, s in given)} ({source}) does not cover the "
+        notes.append(f"the mesh {', '.join(f'{a}={s}' for a, s in given)} ({source}) does not cover the "
                              f"run's {n} devices; its axes are inferred from the HLO instead")
         given, source = None, "inferred"
     axes = axes_from(given) if given else infer_axes(collectives, n)
@@ -106,16 +107,17 @@ def build(profile: Profile, mesh: Optional[list[tuple[str, int]]] = None) -> Opt
     if pipeline is not None:
         pipeline.time_s = loop_time(profile, module, schedule)
     state = train_state(module, axes, roles, spans)
-    view = Parallelism(axes=axes, mesh_source=source, collectives=rows(profile, module, collectives, roles, spans, label),
-                       roles=roles, pipeline=pipeline, state=state,
-                       memory_by_kind=memory_by_kind(profile, module, roles, weights), weight_dims=frozenset(weights))
-    rings = [r for r in view.collectives if r.role == "tensor-parallel" and r.kind == "collective-permute"]
+    collective_rows = rows(profile, module, collectives, roles, spans, label)
+    remarks = []
+    rings = [r for r in collective_rows if r.role == "tensor-parallel" and r.kind == "collective-permute"]
     if rings and profile.backend != "cpu":
         time_s = sum(r.time_s for r in rings)
         hidden = 1 - sum(r.exposed_s for r in rings) / time_s if time_s > 0 else 0.0
-        view.notes.append(f"tensor-parallel permute rings: {hidden * 100:.1f}% of their {time_s * 1e3:.2f} ms per step "
-                          "ran beside compute of the same device (hidden), the rest exposed (measured per collective)")
+        remarks.append(f"tensor-parallel permute rings: {hidden * 100:.1f}% of their {time_s * 1e3:.2f} ms per step "
+                       "ran beside compute of the same device (hidden), the rest exposed (measured per collective)")
     if profile.backend == "cpu" and rings:
-        view.notes.append("on the CPU backend a collective-permute is a blocking rendezvous of the device threads: "
-                          "how much of a permute ring would hide behind the per-shard matmuls cannot be measured here")
-    return view
+        remarks.append("on the CPU backend a collective-permute is a blocking rendezvous of the device threads: "
+                       "how much of a permute ring would hide behind the per-shard matmuls cannot be measured here")
+    return Parallelism(axes=axes, mesh_source=source, collectives=collective_rows, roles=roles, pipeline=pipeline,
+                       state=state, memory_by_kind=memory_by_kind(profile, module, roles, weights),
+                       weight_dims=frozenset(weights), remarks=tuple(remarks), notes=tuple(notes))

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from ...model import HloModule, Profile
+from .. import activity
 
 
 @dataclasses.dataclass
@@ -30,7 +31,7 @@ class CollectiveRow:
 
 
 def rows(profile: Profile, module: HloModule, collectives, roles, spans, label) -> list[CollectiveRow]:
-    devices = profile.device_activity
+    devices = activity.of(profile).devices
     steps = max(1, len(profile.steps))
     first = profile.hosts[0].devices if profile.hosts else devices
     counts = {o.name: o.count / steps / max(1, len(first)) for o in profile.ops if o.module == profile.step_module}

@@ -52,16 +52,17 @@ def parse_mesh(value) -> list[tuple[str, int]]:
     return out
 
 
-def named_mesh(profile: Profile, mesh) -> tuple[Optional[list[tuple[str, int]]], str]:
+def named_mesh(profile: Profile, mesh) -> tuple[Optional[list[tuple[str, int]]], str, list[str]]:
+    """The mesh given, else the one recorded with the run, where it source, and the run's notes on it."""
     if mesh:
-        return parse_mesh(mesh), "given"
+        return parse_mesh(mesh), "given", []
     recorded = profile.run_metadata.get("mesh")
     if recorded:
         try:
-            return parse_mesh(recorded), "recorded"
+            return parse_mesh(recorded), "recorded", []
         except ValueError as err:
-            profile.notes.append(f"the mesh recorded with the run is not usable ({err}); its axes are inferred")
-    return None, "inferred"
+            return None, "inferred", [f"the mesh recorded with the run is not usable ({err}); its axes are inferred"]
+    return None, "inferred", []
 
 
 def axes_from(named: list[tuple[str, int]]) -> list[Axis]:

@@ -1,4 +1,8 @@
-"""Per-device activity in the steps: compute, collective transfer, waiting for peers, idle.
+"""Per-device totals over the steps: busy, collective, hidden and waiting time, time per op.
+
+Facts only, summed over the window of steps (or the traced window when the trace has none): the
+per-step means, idle and exposed time, the top ops and the slowest device are the activity view's
+(advisor/views/activity.py).
 
 Each op event already carries the device that ran it (see `host_lines.cpu_op_line` and
 `device_planes`); which ops are collectives comes from their HLO instruction's opcode, never
@@ -15,11 +19,10 @@ from typing import Optional
 import numpy as np
 
 from ..categories import categorize
-from ..model import CONTROL_FLOW, AllocatorPeak, DeviceActivity, HloModule, Step
+from ..model import CONTROL_FLOW, AllocatorPeak, DeviceTotals, HloModule, Step
 from .columns import intersect, merged, overlap_in
-from .ops import DeviceOps
+from .op_accumulator import DeviceOps
 
-TOP_OPS = 12       # ops kept per device, by time: enough to say where a straggler's extra time goes
 _GPU_INDEX = re.compile(r"/device:(?:GPU|TPU):(\d+)$")
 
 
@@ -35,10 +38,10 @@ SLICE_OPS = 1 << 18     # ops taken at a time: device activity is summed over sl
 _SAMPLE_EVERY = 256     # one op start in this many is kept to cut the slices by
 
 
-def device_activity(host: str, device_ops: Optional[DeviceOps], steps: list[Step],
-                    modules: dict[str, HloModule], step_peak: Optional[int],
-                    allocators: list[AllocatorPeak]) -> list[DeviceActivity]:
-    """One `DeviceActivity` per device that ran ops, in device order; figures per step, or over
+def device_totals(host: str, device_ops: Optional[DeviceOps], steps: list[Step],
+                  modules: dict[str, HloModule], step_peak: Optional[int],
+                  allocators: list[AllocatorPeak]) -> list[DeviceTotals]:
+    """One `DeviceTotals` per device that ran ops, in device order: totals over the steps, or over
     the whole traced window (`steps` 0) when the trace has no steps.
 
     The ops are read block by block, twice: once for each device's time per op, once per slice
@@ -72,22 +75,14 @@ def device_activity(host: str, device_ops: Optional[DeviceOps], steps: list[Step
                 op = device_ops.pairs[k][1]
                 op_ns[op] = op_ns.get(op, 0.0) + ns
         busy_ns, coll_ns, hidden_ns, wait_total = overlap.sums[d]
-        wait_ns = min(coll_ns, wait_total)
-        out.append(DeviceActivity(
-            name=name, host=host,
-            compute_ns=max(0.0, busy_ns - coll_ns) / count,
-            transfer_ns=max(0.0, coll_ns - wait_ns) / count,
-            wait_ns=wait_ns / count,
-            exposed_ns=max(0.0, coll_ns - hidden_ns) / count,
-            idle_ns=max(0.0, total - busy_ns) / count,
-            step_ns=total / count, steps=count if steps[0].number != -1 else 0,
-            collectives={op: ns / count for op, ns in sorted(overlap.collectives.get(d, {}).items())},
-            collective_wait={op: ns / count for op, ns in sorted(overlap.collective_wait.get(d, {}).items())},
-            collective_hidden={op: ns / count for op, ns in sorted(overlap.collective_hidden.get(d, {}).items())
-                               if ns > 0},
+        out.append(DeviceTotals(
+            name=name, host=host, window_ns=total, steps=count if steps[0].number != -1 else 0,
+            busy_ns=busy_ns, collective_ns=coll_ns, hidden_ns=hidden_ns, wait_ns=wait_total,
+            collectives=dict(sorted(overlap.collectives.get(d, {}).items())),
+            collective_wait=dict(sorted(overlap.collective_wait.get(d, {}).items())),
+            collective_hidden=dict(sorted(overlap.collective_hidden.get(d, {}).items())),
             peak_bytes=_peak(name, step_peak, allocators),
-            time_by_category={c: ns / count for c, ns in sorted(by_category.items(), key=lambda kv: -kv[1])},
-            top_ops={op: ns / count for op, ns in sorted(op_ns.items(), key=lambda kv: -kv[1])[:TOP_OPS]},
+            time_by_category=by_category, op_ns=op_ns,
         ))
     return out
 
@@ -256,24 +251,3 @@ def _peak(name: str, step_peak: Optional[int], allocators: list[AllocatorPeak]) 
             if a.allocator.startswith(f"{kind}_{match.group(1)}_"):
                 return a.peak_bytes
     return step_peak
-
-
-def estimate_peer_waits(devices: list[DeviceActivity]) -> list[str]:
-    """Where a collective has no wait-for-peers events on any device (gloo across processes, GPU
-    kernels), estimate each device's wait as its time in that collective beyond the shortest
-    time any device spent in it per step: the last to arrive waits least, the difference is
-    waiting for it. Returns the collectives so estimated (for the run's notes)."""
-    estimated = []
-    ops = sorted({op for d in devices for op in d.collectives})
-    for op in ops:
-        having = [d for d in devices if op in d.collectives]
-        if len(having) < 2 or any(d.collective_wait.get(op, 0.0) > 0 for d in having):
-            continue
-        shortest = min(d.collectives[op] for d in having)
-        for d in having:
-            extra = d.collectives[op] - shortest
-            d.collective_wait[op] = extra
-            d.wait_ns += extra
-            d.transfer_ns = max(0.0, d.transfer_ns - extra)
-        estimated.append(op)
-    return estimated
