@@ -148,8 +148,6 @@ def test_waits_go_to_the_latest_collective_around_them_however_the_slices_fall(m
     """Two all-reduces overlap on one device, A [0, 100) and B [10, 20); a wait at [50, 60) is
     inside A only. Slices of 1 op give what one slice gives."""
     from advisor.load import device_totals as devices
-    from advisor.model import Host, Profile
-    from advisor.views import activity
 
     acc = OpAccumulator()
     place = acc.place_id("m(1)", 0, "cpu:0")
