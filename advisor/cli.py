@@ -74,25 +74,13 @@ def peak_options(fn):
     return fn
 
 
-def resolve_peaks(peak_flops, peak_bandwidth):
-    from .peaks import user_peaks
+def rule_job(select, ignore, option, device_memory, **given):
+    """The Job of a command's options (advisor/user_input.py): the rules and thresholds of the project's
+    config, overridden by the command line."""
+    from .user_input import job, read_project_settings
 
-    return user_peaks(peak_flops, peak_bandwidth)
-
-
-def resolve_rule_settings(select, ignore, option, device_memory):
-    """Rules and thresholds from the project config, overridden by the command line."""
-    from . import rules as catalog
-    from .settings import parse_ids, parse_option_flags, parse_size_flag, read_project_settings, validate_options
-
-    project = read_project_settings(Path.cwd())
-    rules = catalog.select(parse_ids(select) if select else project.select,
-                           parse_ids(ignore, "--ignore") if ignore else project.ignore)
-    by_id = {r.id: r for r in catalog.ALL}
-    options = validate_options(project.options, by_id)
-    for rule_id, opts in validate_options(parse_option_flags(option), by_id).items():
-        options.setdefault(rule_id, {}).update(opts)
-    return rules, options, parse_size_flag(device_memory, "--device-memory")
+    return job(select or None, ignore, option_flags=option, device_memory=device_memory,
+               project=read_project_settings(Path.cwd()), **given)
 
 
 def _progress(enabled: bool):
@@ -156,16 +144,13 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
     Rule selection and thresholds also come from [tool.advisor] in ./pyproject.toml or [advisor] in ./setup.cfg.
     """
     from .engine import default_jobs, iter_results
-    from .job import Job
-    from .settings import parse_steps_flag
 
     _check_output(fmt, output)
     refuse_overwrite({"--output": output}, [path])
     if ray_address and engine != "ray":
         raise AdvisorError("--ray-address joins a Ray cluster: give --engine ray too")
-    rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
-    job = Job(tuple(rules), options, capacity, parse_steps_flag(steps_text), resolve_peaks(peak_flops, peak_bandwidth),
-              _mesh_flag(mesh_text), compile_check=compile_advice, documents=True)
+    job = rule_job(select, ignore, option, device_memory, steps=steps_text, peak_flops=peak_flops,
+                   peak_bandwidth=peak_bandwidth, mesh=mesh_text or None, compile_check=compile_advice, documents=True)
     results = iter_results(path, job, jobs=jobs or default_jobs(), engine=engine, ray_address=ray_address,
                            progress=_progress(sys.stderr.isatty()),
                            notice=lambda msg: _err.print(terminal(f"advisor: note: {msg}")))
@@ -174,16 +159,6 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
         for f in failed:
             _err.print(terminal(f"advisor: not analyzed: {f['reason']}"))
         sys.exit(EXIT_SOME_RUNS_FAILED)
-
-
-def _mesh_flag(text):
-    if not text:
-        return None
-    from .views.parallelism.mesh import parse_mesh
-    try:
-        return parse_mesh(text)
-    except ValueError as err:
-        raise AdvisorError(f"--mesh: {err}") from None
 
 
 @main.command("run-workload")
@@ -223,8 +198,8 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
     from .settings import parse_size_flag
 
     _check_output(fmt, output)
-    rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
     limit = parse_size_flag(memory_limit, "--memory-limit")
+    job = rule_job(select, ignore, option, device_memory, memory_limit=limit)   # the capacity the run is planned for
     items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
     config = workloads.resolve(name, preset, items)
     from advisor.workloads import parallel
@@ -246,10 +221,9 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
         return
     progress(f"trace written to {run_dir}")
     from .engine import analyze_path
-    from .job import Job
 
     progress("analyzing")
-    analyses = analyze_path(run_dir, Job(tuple(rules), options, capacity or limit))
+    analyses = analyze_path(run_dir, job)
     from .compile_check import compile_check
     from .runner import add_metadata
     from .verification import verify_workload
@@ -274,11 +248,11 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     added and removed."""
     from .compare import compare, match_runs, metrics
     from .engine import analyze_path
-    from .job import Job
+    from .user_input import job as user_job
 
     _check_output(fmt, output)
     refuse_overwrite({"--output": output}, [base, new])
-    job = Job(peaks=resolve_peaks(peak_flops, peak_bandwidth), documents=True)
+    job = user_job(peak_flops=peak_flops, peak_bandwidth=peak_bandwidth, documents=True)
     pairs = match_runs(analyze_path(base, job), analyze_path(new, job), base, new)
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
@@ -370,7 +344,6 @@ def check_cmd(path, workload, entry, base_dir, preset, overrides, steps, logdir,
     Markdown summary to $GITHUB_STEP_SUMMARY.
     """
     from . import check
-    from .job import Job
     from .report import ci
 
     if sum(map(bool, (path, workload, entry))) != 1:
@@ -388,9 +361,9 @@ def check_cmd(path, workload, entry, base_dir, preset, overrides, steps, logdir,
                      [path])
     # --write-baseline onto --baseline updates it (read first, replaced whole): the other outputs never
     refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out}, [baseline])
-    rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
+    job = rule_job(select, ignore, option, device_memory, peak_flops=peak_flops, peak_bandwidth=peak_bandwidth)
     request = check.Request(
-        Job(tuple(rules), options, capacity, peaks=resolve_peaks(peak_flops, peak_bandwidth)), path, workload, preset,
+        job, path, workload, preset,
         tuple(overrides), steps, logdir, baseline, write_baseline, fail_on,
         check.parse_percent(max_step_time_regression, "--max-step-time-regression"),
         check.parse_percent(max_memory_regression, "--max-memory-regression"),
@@ -402,7 +375,7 @@ def check_cmd(path, workload, entry, base_dir, preset, overrides, steps, logdir,
     if junit:
         ci.junit(result, junit)
     if sarif:
-        ci.sarif(result, rules, sarif)
+        ci.sarif(result, list(job.rules), sarif)
     if html_out:
         from .report.html import render_report
         label = (f"{workload} ({preset}) {' '.join(request.items)}".strip() if workload and logdir is None
