@@ -36,23 +36,32 @@ class Report:
         """Each run's result document, what every report renders (Analysis.document())."""
         return [a.document() for a in self.runs]
 
+    def render(self, fmt: str) -> str:
+        """The report in a format of `advisor analyze` that is one text (advisor/report/formats.py's list:
+        text, json, html): what `advisor analyze --format FMT` gives (text as `--output` writes it, without
+        colour); AdvisorError for another format."""
+        from .errors import AdvisorError
+        from .report.formats import FORMATS
+
+        whole = {f.name: f.runs for f in FORMATS if f.runs}
+        if fmt not in whole:
+            raise AdvisorError(f"Report.render: no format {fmt!r}; one of {', '.join(whole)}")
+        return whole[fmt](self.documents(), [f.to_json() for f in self.failed], self.read_from, self.command)
+
     def to_json(self) -> str:
         """Exactly the document `advisor analyze --format json` prints."""
-        from .report.json_report import render
-        return render(self.documents(), self.read_from, self.command, failed=[f.to_json() for f in self.failed])
+        return self.render("json")
 
     def to_text(self) -> str:
         """The CLI's text report, as `advisor analyze PATH --output report.txt` writes it (no colour)."""
-        from .report.text import render_plain
-        return render_plain(self.documents(), [f.to_json() for f in self.failed], self.read_from)
+        return self.render("text")
 
     def __str__(self) -> str:
         """print(report) prints the text report; repr(report) stays one line."""
         return self.to_text()
 
     def to_html(self) -> str:
-        from .report.html import render_report
-        return render_report(self.documents(), self.read_from, self.command, [f.to_json() for f in self.failed])
+        return self.render("html")
 
     def save_html(self, path: Union[str, Path]) -> Path:
         """Raises AdvisorError for a path that is one of the traces read, or inside their run folders."""

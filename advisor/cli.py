@@ -20,8 +20,8 @@ from .engine import ENGINES
 from .bad_input import Group, user_errors
 from .errors import EXIT_SOME_RUNS_FAILED, AdvisorError
 from .outputs import refuse_overwrite, write_text
-from .report import layout
-from .report.escape import github_commands_off, terminal
+from .report import formats
+from .report.escape import terminal
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 SET_HELP = ("Override a config key, e.g. --set model.scan_layers=false, --set model.remat=MLP+Attn (a set: its "
@@ -83,6 +83,12 @@ def rule_job(select, ignore, option, device_memory, **given):
                project=read_project_settings(Path.cwd()), **given)
 
 
+def format_option(command: str, **help):
+    """--format: the formats `command` offers (advisor/report/formats.py's one list)."""
+    return click.option("--format", "fmt", type=click.Choice(formats.names(command)), default="text",
+                        show_default=True, **help)
+
+
 def _progress(enabled: bool):
     if not enabled:
         return lambda msg: None
@@ -104,9 +110,8 @@ def main():
 
 @main.command()
 @click.argument("path", callback=_trace_path)
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl", "html"]), default="text",
-              show_default=True, help="jsonl: one JSON document per run, each printed as soon as it and the runs "
-                                      "before it (by path) are done.")
+@format_option("analyze", help="jsonl: one JSON document per run, each printed as soon as it and the runs "
+                                "before it (by path) are done.")
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="Runs analyzed at once, each in a process of its own (default: one per core; 1: one after "
@@ -145,7 +150,7 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
     """
     from .engine import default_jobs, iter_results
 
-    _check_output(fmt, output)
+    formats.check_output(fmt, output)
     refuse_overwrite({"--output": output}, [path])
     if ray_address and engine != "ray":
         raise AdvisorError("--ray-address joins a Ray cluster: give --engine ray too")
@@ -168,7 +173,7 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
 @click.option("--steps", type=int, default=None, help="Profiled steps (default: the preset's train.steps).")
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True,
               help="Where the trace is written (TensorBoard logdir layout).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@format_option("run-workload")
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @click.option("--verify", is_flag=True,
               help="Apply each recommended config change (and each alternative) alone, re-run, time it against the "
@@ -197,7 +202,7 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
     from .runner import OutOfMemory, profile_workload
     from .settings import parse_size_flag
 
-    _check_output(fmt, output)
+    formats.check_output(fmt, output)
     limit = parse_size_flag(memory_limit, "--memory-limit")
     job = rule_job(select, ignore, option, device_memory, memory_limit=limit)   # the capacity the run is planned for
     items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
@@ -238,7 +243,7 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
 @main.command("compare")
 @click.argument("base", callback=_trace_path)
 @click.argument("new", callback=_trace_path)
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@format_option("compare")
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @peak_options
 @user_errors
@@ -250,7 +255,7 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     from .engine import analyze_path
     from .user_input import job as user_job
 
-    _check_output(fmt, output)
+    formats.check_output(fmt, output)
     refuse_overwrite({"--output": output}, [base, new])
     job = user_job(peak_flops=peak_flops, peak_bandwidth=peak_bandwidth, documents=True)
     pairs = match_runs(analyze_path(base, job), analyze_path(new, job), base, new)
@@ -260,20 +265,7 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     from .run_label import from_summary
     results = [(name, compare(metrics(b), metrics(n), *(from_summary(d["run"]["summary"].get("run")) for d in (b, n))))
                for name, b, n in pairs]
-    if fmt == "html":
-        from .report.html import render_compare
-        from .report.formats import write_text_or_echo
-        write_text_or_echo(output, render_compare(results, str(base), str(new)),
-                           lambda line: _err.print(terminal(line)))
-    elif fmt == "json":
-        from .report.json_report import dumps, envelope
-        warnings = [w for _, b, n in pairs for d in (b, n) for w in d["run"]["warnings"]]
-        click.echo(dumps(envelope("compare", [base, new],
-                                  {"pairs": [{"name": name, **c.to_json()} for name, c in results]}, warnings)))
-    else:
-        from .report.compare_text import render
-        with github_commands_off():
-            render(results, layout.console())
+    formats.write(fmt, "compare", formats.Compared(results, base, new, pairs), output, _note)
 
 
 @main.command("check")
@@ -316,7 +308,7 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
 @click.option("--junit", type=click.Path(path_type=Path), help="Write JUnit XML: one test case per rule and budget.")
 @click.option("--sarif", type=click.Path(path_type=Path), help="Write SARIF 2.1.0 with the findings.")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report of the checked run.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("check")
 @rule_options
 @peak_options
 @cache_option
@@ -382,17 +374,9 @@ def check_cmd(path, workload, entry, base_dir, preset, overrides, steps, logdir,
                  else entry if entry and logdir is None else result.path)      # a temporary folder is not named
         write_text(html_out, render_report([result.document], label, "check", check=result))
     ci.github(result)
-    if fmt == "json":
-        from .report.json_report import dumps, envelope
-        warnings = list(result.document["run"]["warnings"])
-        warnings += [c.message for c in result.checks if c.passed and c.message.startswith("step time not judged")]
-        inputs = [result.path] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else []) \
-            + ([str(base_dir)] if base_dir is not None else [])
-        click.echo(dumps(envelope("check", inputs, {"check": result.to_json()}, warnings)))
-    else:
-        from .report.check_text import render
-        with github_commands_off():
-            render(result, layout.console())
+    inputs = [result.path] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else []) \
+        + ([str(base_dir)] if base_dir is not None else [])
+    formats.write(fmt, "check", formats.Checked(result, inputs))
     sys.exit(0 if result.passed else 1)
 
 
@@ -408,7 +392,7 @@ def check_cmd(path, workload, entry, base_dir, preset, overrides, steps, logdir,
 @click.option("--steps", type=int, default=None)
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True)
 @click.option("--memory-limit", metavar="SIZE", help="Plan for this much device memory (see run-workload).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("sweep")
 @cache_option
 @user_errors
 def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
@@ -419,13 +403,7 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
     limit = parse_size_flag(memory_limit, "--memory-limit")
     base = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
     rows = run_grid(name, preset, base, grid(name, preset, base, vary), logdir, _progress(True), limit)
-    if fmt == "json":
-        from .report.json_report import dumps, envelope
-        click.echo(dumps(envelope("sweep", [f"{name} ({preset})"], {"workload": name, "preset": preset,
-                                                                     "rows": rows})))
-    else:
-        from .report.sweep_text import render
-        render(rows, layout.console())
+    formats.write(fmt, "sweep", formats.Swept(rows, name, preset))
 
 
 @main.command("tune")
@@ -439,7 +417,7 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
 @click.option("--device-memory", metavar="SIZE", help="The capacity the rows are compiled against (default: the "
               "device's limit; on CPU the host's available memory).")
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("tune")
 @cache_option
 @user_errors
 def tune_cmd(name, preset, overrides, vary, budget, device_memory, logdir, fmt):
@@ -447,11 +425,10 @@ def tune_cmd(name, preset, overrides, vary, budget, device_memory, logdir, fmt):
     not run), time the others against the workload as given, and print the best that fits."""
     from .settings import parse_size_flag
     from .tune import tune
-    from .report import tune_text
 
     doc = tune(name, preset, list(overrides), list(vary), logdir, budget,
                parse_size_flag(device_memory, "--device-memory"), _progress(True))
-    tune_text.emit(doc, fmt, layout.console())
+    formats.write(fmt, "tune", doc)
 
 
 @main.command()
@@ -477,42 +454,24 @@ def calibrate(size, dtype, stream_mib):
 
 
 @main.command("rules")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("rules")
 def list_rules(fmt):
     """List every rule: id, default severity, backends, what it detects."""
     from . import rules as catalog
 
-    if fmt == "json":
-        from .report.json_report import dumps, envelope
-        click.echo(dumps(envelope("rules", [], {"rules": [
-            {"id": r.id, "severity": r.severity, "escalation": r.escalation, "backends": list(r.backends),
-             "summary": r.summary, "options": {k: v for k, v in r.options.items()}} for r in catalog.ALL]})))
-        return
-    cols = [layout.Col("rule"), layout.Col("severity", wrap=True), layout.Col("backends"),
-            layout.Col("detects", wrap=True)]
-    layout.entries(layout.console(), cols,
-                   [(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary) for rule in catalog.ALL])
+    formats.write(fmt, "rules", catalog.ALL)
 
 
 @main.command()
 @click.argument("rule_id")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("explain")
 @user_errors
 def explain(rule_id, fmt):
     """What a rule detects, why it matters, how to fix it (from the rule's own docs): rendered on a
     terminal, the Markdown source when piped."""
     from . import rules as catalog
 
-    rule = catalog.select([rule_id])[0]
-    if fmt == "json":
-        from .report.json_report import dumps, envelope
-        click.echo(dumps(envelope("explain", [rule_id], {"rule": {
-            "id": rule.id, "severity": rule.severity, "escalation": rule.escalation, "backends": list(rule.backends),
-            "summary": rule.summary,
-            "options": dict(rule.options), "doc": rule.doc.strip()}})))
-        return
-    from .report.explain_text import render
-    render(rule.doc, Console(highlight=False), sys.stdout.isatty())
+    formats.write(fmt, "explain", catalog.select([rule_id])[0])
 
 
 @main.command()
@@ -540,16 +499,13 @@ def serve(logdir, port, workers, time_budget, memory_budget):
     serve_logdir(logdir, port, workers, budget, lambda line: _err.print(line, markup=False))
 
 
-def _check_output(fmt: str, output) -> None:
-    if fmt == "html" and not output:
-        raise AdvisorError("--format html writes a file: give --output FILE (e.g. --output report.html)")
+def _note(line: str) -> None:
+    _err.print(terminal(line))
 
 
 def _emit(results, fmt: str, output, read_from: str, command: str = "analyze") -> list[dict]:
-    """The report in the format asked (advisor/report/formats.py); the runs that failed, {"path", "reason"}."""
-    from .report.formats import write
-
-    return write(results, fmt, output, read_from, command, lambda line: _err.print(terminal(line)))
+    """The runs' report in the format asked (advisor/report/formats.py); the runs that failed, {"path", "reason"}."""
+    return formats.write(fmt, command, formats.Runs(results, read_from, command), output, _note)
 
 
 def entry() -> None:
