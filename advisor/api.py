@@ -11,24 +11,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
 from .job import Analysis, RunFailure
-from .errors import AdvisorError
 from .load.host_lines import TOOL_WAIT
 
 Size = Union[int, str, None]
-
-
-def _size(value: Size, name: str) -> Optional[int]:
-    from .settings import parse_size_flag
-
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise AdvisorError(f"{name} expects a size in bytes or a string like \"16GB\", got {value!r}")
-    if isinstance(value, (int, float)):
-        if not value > 0 or value != value or value == float("inf"):
-            raise AdvisorError(f"{name} expects a positive size in bytes, got {value!r}")
-        return int(value)
-    return parse_size_flag(value, name)
 
 
 @dataclasses.dataclass
@@ -51,23 +36,32 @@ class Report:
         """Each run's result document, what every report renders (Analysis.document())."""
         return [a.document() for a in self.runs]
 
+    def render(self, fmt: str) -> str:
+        """The report in a format of `advisor analyze` that is one text (advisor/report/formats.py's list:
+        text, json, html): what `advisor analyze --format FMT` gives (text as `--output` writes it, without
+        colour); AdvisorError for another format."""
+        from .errors import AdvisorError
+        from .report.formats import FORMATS
+
+        whole = {f.name: f.runs for f in FORMATS if f.runs}
+        if fmt not in whole:
+            raise AdvisorError(f"Report.render: no format {fmt!r}; one of {', '.join(whole)}")
+        return whole[fmt](self.documents(), [f.to_json() for f in self.failed], self.read_from, self.command)
+
     def to_json(self) -> str:
         """Exactly the document `advisor analyze --format json` prints."""
-        from .report.json_report import render
-        return render(self.documents(), self.read_from, self.command, failed=[f.to_json() for f in self.failed])
+        return self.render("json")
 
     def to_text(self) -> str:
         """The CLI's text report, as `advisor analyze PATH --output report.txt` writes it (no colour)."""
-        from .report.text import render_plain
-        return render_plain(self.documents(), [f.to_json() for f in self.failed], self.read_from)
+        return self.render("text")
 
     def __str__(self) -> str:
         """print(report) prints the text report; repr(report) stays one line."""
         return self.to_text()
 
     def to_html(self) -> str:
-        from .report.html import render_report
-        return render_report(self.documents(), self.read_from, self.command, [f.to_json() for f in self.failed])
+        return self.render("html")
 
     def save_html(self, path: Union[str, Path]) -> Path:
         """Raises AdvisorError for a path that is one of the traces read, or inside their run folders."""
@@ -137,30 +131,14 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     "data=2,pipe=2" (the CLI's --mesh); names the axes of summary.parallelism (else inferred).
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).
     """
-    from . import rules as catalog
     from .engine import analyze_all
-    from .job import Job
-    from .peak_table import user_peaks
-    from .settings import parse_ids, parse_steps_flag, validate_options
+    from .user_input import API, job as user_job
 
-    as_ids = lambda v, name: parse_ids([v] if isinstance(v, str) else list(v), name)  # noqa: E731 - "a+b", "none"
-    rules = catalog.select(None if select is None else as_ids(select, "select"), as_ids(ignore, "ignore"))
-    job = Job(tuple(rules), validate_options(options or {}, {r.id: r for r in catalog.ALL}),
-              _size(device_memory, "device_memory"), parse_steps_flag(steps, "steps"),
-              peaks or user_peaks(peak_flops, peak_bandwidth, "peak_flops=", "peak_bandwidth="), _mesh(mesh))
+    job = user_job(select, ignore, options or {}, device_memory=device_memory, steps=steps, peak_flops=peak_flops,
+                   peak_bandwidth=peak_bandwidth, peaks=peaks, mesh=mesh, names=API)
     analyses, failed = analyze_all(path, job, jobs=1 if jobs is None else jobs, engine=engine,
                                    ray_address=ray_address, progress=progress)
     return Report(analyses, failed, str(path))
-
-
-def _mesh(mesh):
-    if mesh is None:
-        return None
-    from .views.parallelism.mesh import parse_mesh
-    try:
-        return parse_mesh(mesh)
-    except ValueError as err:
-        raise AdvisorError(f"mesh: {err}") from None
 
 
 class Trace:
@@ -173,7 +151,8 @@ class Trace:
 
     def __init__(self, logdir: Union[str, Path], mesh=None, **analyze_kwargs):
         self.logdir = Path(logdir)
-        self.mesh = _mesh(mesh)
+        from .user_input import parse_mesh_setting
+        self.mesh = parse_mesh_setting(mesh, "mesh")
         self.analyze_kwargs = analyze_kwargs
         self.run_dir: Optional[Path] = None
         self.report: Optional[Report] = None
@@ -301,7 +280,8 @@ def preflight(fn: Callable, *args, memory_limit: Size = None, **kwargs) -> Plan:
     breakdown = {"arguments": int(ma.argument_size_in_bytes), "outputs": int(ma.output_size_in_bytes),
                  "temporaries": int(ma.temp_size_in_bytes), "aliased": int(ma.alias_size_in_bytes)}
     required = breakdown["arguments"] + breakdown["outputs"] + breakdown["temporaries"] - breakdown["aliased"]
-    limit = _size(memory_limit, "memory_limit")
+    from .settings import parse_size_setting
+    limit = parse_size_setting(memory_limit, "memory_limit")
     capacity, source = device_capacity(limit)
     if limit:
         source = "memory_limit"

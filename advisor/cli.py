@@ -20,8 +20,8 @@ from .engine import ENGINES
 from .bad_input import Group, user_errors
 from .errors import EXIT_SOME_RUNS_FAILED, AdvisorError
 from .outputs import refuse_overwrite, write_text
-from .report import layout
-from .report.escape import github_commands_off, terminal
+from .report import formats
+from .report.escape import terminal
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 SET_HELP = ("Override a config key, e.g. --set model.scan_layers=false, --set model.remat=MLP+Attn (a set: its "
@@ -74,25 +74,19 @@ def peak_options(fn):
     return fn
 
 
-def resolve_peaks(peak_flops, peak_bandwidth):
-    from .peak_table import user_peaks
+def rule_job(select, ignore, option, device_memory, **given):
+    """The Job of a command's options (advisor/user_input.py): the rules and thresholds of the project's
+    config, overridden by the command line."""
+    from .user_input import job, read_project_settings
 
-    return user_peaks(peak_flops, peak_bandwidth)
+    return job(select or None, ignore, option_flags=option, device_memory=device_memory,
+               project=read_project_settings(Path.cwd()), **given)
 
 
-def resolve_rule_settings(select, ignore, option, device_memory):
-    """Rules and thresholds from the project config, overridden by the command line."""
-    from . import rules as catalog
-    from .settings import parse_ids, parse_option_flags, parse_size_flag, read_project_settings, validate_options
-
-    project = read_project_settings(Path.cwd())
-    rules = catalog.select(parse_ids(select) if select else project.select,
-                           parse_ids(ignore, "--ignore") if ignore else project.ignore)
-    by_id = {r.id: r for r in catalog.ALL}
-    options = validate_options(project.options, by_id)
-    for rule_id, opts in validate_options(parse_option_flags(option), by_id).items():
-        options.setdefault(rule_id, {}).update(opts)
-    return rules, options, parse_size_flag(device_memory, "--device-memory")
+def format_option(command: str, **help):
+    """--format: the formats `command` offers (advisor/report/formats.py's one list)."""
+    return click.option("--format", "fmt", type=click.Choice(formats.names(command)), default="text",
+                        show_default=True, **help)
 
 
 def _progress(enabled: bool):
@@ -116,9 +110,8 @@ def main():
 
 @main.command()
 @click.argument("path", callback=_trace_path)
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "jsonl", "html"]), default="text",
-              show_default=True, help="jsonl: one JSON document per run, each printed as soon as it and the runs "
-                                      "before it (by path) are done.")
+@format_option("analyze", help="jsonl: one JSON document per run, each printed as soon as it and the runs "
+                                "before it (by path) are done.")
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="Runs analyzed at once, each in a process of its own (default: one per core; 1: one after "
@@ -156,16 +149,13 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
     Rule selection and thresholds also come from [tool.advisor] in ./pyproject.toml or [advisor] in ./setup.cfg.
     """
     from .engine import default_jobs, iter_results
-    from .job import Job
-    from .settings import parse_steps_flag
 
-    _check_output(fmt, output)
+    formats.check_output(fmt, output)
     refuse_overwrite({"--output": output}, [path])
     if ray_address and engine != "ray":
         raise AdvisorError("--ray-address joins a Ray cluster: give --engine ray too")
-    rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
-    job = Job(tuple(rules), options, capacity, parse_steps_flag(steps_text), resolve_peaks(peak_flops, peak_bandwidth),
-              _mesh_flag(mesh_text), compile_check=compile_advice, documents=True)
+    job = rule_job(select, ignore, option, device_memory, steps=steps_text, peak_flops=peak_flops,
+                   peak_bandwidth=peak_bandwidth, mesh=mesh_text or None, compile_check=compile_advice, documents=True)
     results = iter_results(path, job, jobs=jobs or default_jobs(), engine=engine, ray_address=ray_address,
                            progress=_progress(sys.stderr.isatty()),
                            notice=lambda msg: _err.print(terminal(f"advisor: note: {msg}")))
@@ -176,16 +166,6 @@ def analyze(path, fmt, output, jobs, engine, ray_address, steps_text, mesh_text,
         sys.exit(EXIT_SOME_RUNS_FAILED)
 
 
-def _mesh_flag(text):
-    if not text:
-        return None
-    from .views.parallelism.mesh import parse_mesh
-    try:
-        return parse_mesh(text)
-    except ValueError as err:
-        raise AdvisorError(f"--mesh: {err}") from None
-
-
 @main.command("run-workload")
 @click.argument("name")
 @click.option("--preset", default="tiny", show_default=True, help="tiny (CPU-sized), small, or seed (the tutorial's).")
@@ -193,7 +173,7 @@ def _mesh_flag(text):
 @click.option("--steps", type=int, default=None, help="Profiled steps (default: the preset's train.steps).")
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True,
               help="Where the trace is written (TensorBoard logdir layout).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@format_option("run-workload")
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @click.option("--verify", is_flag=True,
               help="Apply each recommended config change (and each alternative) alone, re-run, time it against the "
@@ -223,9 +203,9 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
     from .settings import parse_size_flag
     from .workload_memory import OutOfMemory
 
-    _check_output(fmt, output)
-    rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
+    formats.check_output(fmt, output)
     limit = parse_size_flag(memory_limit, "--memory-limit")
+    job = rule_job(select, ignore, option, device_memory, memory_limit=limit)   # the capacity the run is planned for
     items = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
     config = workloads.resolve(name, preset, items)
     from advisor.workloads import parallel
@@ -247,10 +227,9 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
         return
     progress(f"trace written to {run_dir}")
     from .engine import analyze_path
-    from .job import Job
 
     progress("analyzing")
-    analyses = analyze_path(run_dir, Job(tuple(rules), options, capacity or limit))
+    analyses = analyze_path(run_dir, job)
     from .compiled_advice import compile_check
     from .verification import verify_workload
     if compile_advice and hosts == 1:
@@ -264,7 +243,7 @@ def run_workload(name, preset, overrides, steps, logdir, fmt, output, verify, co
 @main.command("compare")
 @click.argument("base", callback=_trace_path)
 @click.argument("new", callback=_trace_path)
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@format_option("compare")
 @click.option("--output", type=click.Path(path_type=Path), help="Write the report to this file (needed for html).")
 @peak_options
 @user_errors
@@ -274,11 +253,11 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     added and removed."""
     from .compare import compare, match_runs, metrics
     from .engine import analyze_path
-    from .job import Job
+    from .user_input import job as user_job
 
-    _check_output(fmt, output)
+    formats.check_output(fmt, output)
     refuse_overwrite({"--output": output}, [base, new])
-    job = Job(peaks=resolve_peaks(peak_flops, peak_bandwidth), documents=True)
+    job = user_job(peak_flops=peak_flops, peak_bandwidth=peak_bandwidth, documents=True)
     pairs = match_runs(analyze_path(base, job), analyze_path(new, job), base, new)
     if not pairs:
         raise AdvisorError(f"no runs with the same name under {base} and {new}; compare two runs, "
@@ -286,20 +265,7 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
     from .run_label import from_summary
     results = [(name, compare(metrics(b), metrics(n), *(from_summary(d["run"]["summary"].get("run")) for d in (b, n))))
                for name, b, n in pairs]
-    if fmt == "html":
-        from .report.html import render_compare
-        from .report.formats import write_text_or_echo
-        write_text_or_echo(output, render_compare(results, str(base), str(new)),
-                           lambda line: _err.print(terminal(line)))
-    elif fmt == "json":
-        from .report.json_report import dumps, envelope
-        warnings = [w for _, b, n in pairs for d in (b, n) for w in d["run"]["warnings"]]
-        click.echo(dumps(envelope("compare", [base, new],
-                                  {"pairs": [{"name": name, **c.to_json()} for name, c in results]}, warnings)))
-    else:
-        from .report.compare_text import render
-        with github_commands_off():
-            render(results, layout.console())
+    formats.write(fmt, "compare", formats.Compared(results, base, new, pairs), output, _note)
 
 
 @main.command("check")
@@ -342,7 +308,7 @@ def compare_cmd(base, new, fmt, output, peak_flops, peak_bandwidth):
 @click.option("--junit", type=click.Path(path_type=Path), help="Write JUnit XML: one test case per rule and budget.")
 @click.option("--sarif", type=click.Path(path_type=Path), help="Write SARIF 2.1.0 with the findings.")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report of the checked run.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("check")
 @rule_options
 @peak_options
 @cache_option
@@ -370,7 +336,6 @@ def check_cmd(path, workload, entry, base_dir, preset, overrides, steps, logdir,
     Markdown summary to $GITHUB_STEP_SUMMARY.
     """
     from . import check
-    from .job import Job
     from .report import ci
 
     if sum(map(bool, (path, workload, entry))) != 1:
@@ -388,9 +353,9 @@ def check_cmd(path, workload, entry, base_dir, preset, overrides, steps, logdir,
                      [path])
     # --write-baseline onto --baseline updates it (read first, replaced whole): the other outputs never
     refuse_overwrite({"--junit": junit, "--sarif": sarif, "--html": html_out}, [baseline])
-    rules, options, capacity = resolve_rule_settings(select, ignore, option, device_memory)
+    job = rule_job(select, ignore, option, device_memory, peak_flops=peak_flops, peak_bandwidth=peak_bandwidth)
     request = check.Request(
-        Job(tuple(rules), options, capacity, peaks=resolve_peaks(peak_flops, peak_bandwidth)), path, workload, preset,
+        job, path, workload, preset,
         tuple(overrides), steps, logdir, baseline, write_baseline, fail_on,
         check.parse_percent(max_step_time_regression, "--max-step-time-regression"),
         check.parse_percent(max_memory_regression, "--max-memory-regression"),
@@ -402,24 +367,16 @@ def check_cmd(path, workload, entry, base_dir, preset, overrides, steps, logdir,
     if junit:
         ci.junit(result, junit)
     if sarif:
-        ci.sarif(result, rules, sarif)
+        ci.sarif(result, list(job.rules), sarif)
     if html_out:
         from .report.html import render_report
         label = (f"{workload} ({preset}) {' '.join(request.items)}".strip() if workload and logdir is None
                  else entry if entry and logdir is None else result.path)      # a temporary folder is not named
         write_text(html_out, render_report([result.document], label, "check", check=result))
     ci.github(result)
-    if fmt == "json":
-        from .report.json_report import dumps, envelope
-        warnings = list(result.document["run"]["warnings"])
-        warnings += [c.message for c in result.checks if c.passed and c.message.startswith("step time not judged")]
-        inputs = [result.path] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else []) \
-            + ([str(base_dir)] if base_dir is not None else [])
-        click.echo(dumps(envelope("check", inputs, {"check": result.to_json()}, warnings)))
-    else:
-        from .report.check_text import render
-        with github_commands_off():
-            render(result, layout.console())
+    inputs = [result.path] + ([str(baseline)] if baseline else []) + ([base_python] if base_python else []) \
+        + ([str(base_dir)] if base_dir is not None else [])
+    formats.write(fmt, "check", formats.Checked(result, inputs))
     sys.exit(0 if result.passed else 1)
 
 
@@ -435,7 +392,7 @@ def check_cmd(path, workload, entry, base_dir, preset, overrides, steps, logdir,
 @click.option("--steps", type=int, default=None)
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True)
 @click.option("--memory-limit", metavar="SIZE", help="Plan for this much device memory (see run-workload).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("sweep")
 @cache_option
 @user_errors
 def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
@@ -446,13 +403,7 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
     limit = parse_size_flag(memory_limit, "--memory-limit")
     base = list(overrides) + ([f"train.steps={steps}"] if steps is not None else [])
     rows = run_grid(name, preset, base, grid(name, preset, base, vary), logdir, _progress(True), limit)
-    if fmt == "json":
-        from .report.json_report import dumps, envelope
-        click.echo(dumps(envelope("sweep", [f"{name} ({preset})"], {"workload": name, "preset": preset,
-                                                                     "rows": rows})))
-    else:
-        from .report.sweep_text import render
-        render(rows, layout.console())
+    formats.write(fmt, "sweep", formats.Swept(rows, name, preset))
 
 
 @main.command("tune")
@@ -466,7 +417,7 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
 @click.option("--device-memory", metavar="SIZE", help="The capacity the rows are compiled against (default: the "
               "device's limit; on CPU the host's available memory).")
 @click.option("--logdir", type=click.Path(path_type=Path), default=Path("advisor_traces"), show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("tune")
 @cache_option
 @user_errors
 def tune_cmd(name, preset, overrides, vary, budget, device_memory, logdir, fmt):
@@ -474,11 +425,10 @@ def tune_cmd(name, preset, overrides, vary, budget, device_memory, logdir, fmt):
     not run), time the others against the workload as given, and print the best that fits."""
     from .settings import parse_size_flag
     from .tune import tune
-    from .report import tune_text
 
     doc = tune(name, preset, list(overrides), list(vary), logdir, budget,
                parse_size_flag(device_memory, "--device-memory"), _progress(True))
-    tune_text.emit(doc, fmt, layout.console())
+    formats.write(fmt, "tune", doc)
 
 
 @main.command()
@@ -504,42 +454,24 @@ def calibrate(size, dtype, stream_mib):
 
 
 @main.command("rules")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("rules")
 def list_rules(fmt):
     """List every rule: id, default severity, backends, what it detects."""
     from . import rules as catalog
 
-    if fmt == "json":
-        from .report.json_report import dumps, envelope
-        click.echo(dumps(envelope("rules", [], {"rules": [
-            {"id": r.id, "severity": r.severity, "escalation": r.escalation, "backends": list(r.backends),
-             "summary": r.summary, "options": {k: v for k, v in r.options.items()}} for r in catalog.ALL]})))
-        return
-    cols = [layout.Col("rule"), layout.Col("severity", wrap=True), layout.Col("backends"),
-            layout.Col("detects", wrap=True)]
-    layout.entries(layout.console(), cols,
-                   [(rule.id, rule.severity_text, ", ".join(rule.backends), rule.summary) for rule in catalog.ALL])
+    formats.write(fmt, "rules", catalog.ALL)
 
 
 @main.command()
 @click.argument("rule_id")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option("explain")
 @user_errors
 def explain(rule_id, fmt):
     """What a rule detects, why it matters, how to fix it (from the rule's own docs): rendered on a
     terminal, the Markdown source when piped."""
     from . import rules as catalog
 
-    rule = catalog.select([rule_id])[0]
-    if fmt == "json":
-        from .report.json_report import dumps, envelope
-        click.echo(dumps(envelope("explain", [rule_id], {"rule": {
-            "id": rule.id, "severity": rule.severity, "escalation": rule.escalation, "backends": list(rule.backends),
-            "summary": rule.summary,
-            "options": dict(rule.options), "doc": rule.doc.strip()}})))
-        return
-    from .report.explain_text import render
-    render(rule.doc, Console(highlight=False), sys.stdout.isatty())
+    formats.write(fmt, "explain", catalog.select([rule_id])[0])
 
 
 @main.command()
@@ -567,16 +499,13 @@ def serve(logdir, port, workers, time_budget, memory_budget):
     serve_logdir(logdir, port, workers, budget, lambda line: _err.print(line, markup=False))
 
 
-def _check_output(fmt: str, output) -> None:
-    if fmt == "html" and not output:
-        raise AdvisorError("--format html writes a file: give --output FILE (e.g. --output report.html)")
+def _note(line: str) -> None:
+    _err.print(terminal(line))
 
 
 def _emit(results, fmt: str, output, read_from: str, command: str = "analyze") -> list[dict]:
-    """The report in the format asked (advisor/report/formats.py); the runs that failed, {"path", "reason"}."""
-    from .report.formats import write
-
-    return write(results, fmt, output, read_from, command, lambda line: _err.print(terminal(line)))
+    """The runs' report in the format asked (advisor/report/formats.py); the runs that failed, {"path", "reason"}."""
+    return formats.write(fmt, command, formats.Runs(results, read_from, command), output, _note)
 
 
 def entry() -> None:

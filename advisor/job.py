@@ -17,10 +17,10 @@ from .errors import AdvisorError
 from .findings import Finding, sort_key
 from .locate import RemoteRun, RunFiles, fetched, find_runs, url_join
 from .model import Profile
-from .peak_table import UserPeaks
-from .rule import Rule
 from . import views
-from .views import bound, summary as summary_view
+from .rule import Rule
+from .settings import Settings, bind
+from .views import summary as summary_view
 
 
 @dataclasses.dataclass
@@ -75,20 +75,14 @@ Result = Union[Analysis, dict, RunFailure]
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """What every run's analysis needs besides the run: the user's settings, picklable (sent to worker
-    processes and Ray tasks), bound to each run once."""
+    """What every run's analysis needs besides the run: the rules, their options and the user's settings,
+    picklable (sent to worker processes and Ray tasks), bound to each run once. User input becomes a
+    Job in one place: advisor/user_input.py."""
     rules: Optional[tuple[Rule, ...]] = None     # None: every rule
     options: Optional[dict[str, dict]] = None    # {rule id: {option: value}}
-    device_memory: Optional[int] = None          # bytes: the capacity where the trace does not record it
-    steps: Optional[slice] = None                # only the steps numbered in this slice (--steps A:B)
-    peaks: Optional[UserPeaks] = None            # --peak-flops/--peak-bandwidth
-    mesh: Optional[tuple] = None                 # the mesh's axes, ((name, size), ...), given with --mesh
+    settings: Settings = dataclasses.field(default_factory=Settings)   # the steps window, device memory, peaks, mesh
     compile_check: bool = False     # compile each recommended config change of a bundled workload's run first
     documents: bool = False     # give each run's result document (small) rather than its Analysis (the whole profile)
-
-    def __post_init__(self):
-        if self.mesh is not None:       # [(name, size), ...] from parse_mesh: kept as tuples
-            object.__setattr__(self, "mesh", tuple(map(tuple, self.mesh)))
 
     def analyze(self, profile: Profile, progress: Callable[[str], None] = lambda msg: None) -> Analysis:
         """The rules on a loaded run, with these settings; their advice checked by compiling it, with
@@ -133,23 +127,23 @@ class Job:
         return analysis
 
     def bind(self, profile: Profile, rules: list[Rule]) -> None:
-        """The settings bound to the run once, before any view is computed: the device memory; the peaks,
-        else advisor calibrate's figures for the machine the run records; the mesh; the options of
-        `rules` that views read too (Rule.binds)."""
+        """The settings bound to the run once, before any view is computed (advisor/settings.py): the
+        user's, with advisor calibrate's figures for the machine the run records where no peaks are
+        given, and the options of `rules` that views read too (Rule.binds)."""
         import socket
 
         from .calibrate import for_trace
 
-        if self.device_memory:
-            profile.device_capacity_bytes = self.device_memory
-            profile.notes.append(f"device memory capacity {self.device_memory:,} bytes, as given on the command line")
+        given = self.settings
+        if given.device_memory:
+            profile.notes.append(f"device memory capacity {given.device_memory:,} bytes, as given on the command line")
         calibration, unused = None, ""
-        if not self.peaks and profile.hosts:
+        if not given.peaks and profile.hosts:
             calibration, unused = for_trace(profile.backend, profile.hosts[0].name, profile.run_metadata)
         options = {name: value for rule in rules for name in rule.binds
                    if (value := (self.options or {}).get(rule.id, {}).get(name)) is not None}
-        bound.bind(profile, bound.Settings(peaks=self.peaks, calibration=calibration, calibration_unused=unused,
-                                           this_host=socket.gethostname(), mesh=self.mesh, **options))
+        bind(profile, dataclasses.replace(given, calibration=calibration, calibration_unused=unused,
+                                          this_host=socket.gethostname(), **options))
 
     def readers(self) -> dict[str, list[str]]:
         """{a part of the trace: the ids of the chosen rules that read it}, for the loader to name."""
@@ -196,7 +190,7 @@ def _one(run: RunFiles, job: Job, progress) -> Union[Analysis, RunFailure]:
 
     try:
         check_trace_head(run.xplane)     # before any reader starts on it (another host's file is skipped with a warning)
-        return job.analyze(loader.load_run(run, job.steps, job.readers()), progress)
+        return job.analyze(loader.load_run(run, job.settings.steps, job.readers()), progress)
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err))
 

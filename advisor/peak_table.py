@@ -224,15 +224,3 @@ class UserPeaks:
                     roofs=self.roofs if self.bytes_per_s is not None else (),
                     l2_bytes=base.l2_bytes if base else None, l2_source=base.l2_source if base else "")
 
-
-def user_peaks(flops, bandwidth, flops_name: str = "--peak-flops",
-               bandwidth_name: str = "--peak-bandwidth") -> Optional[UserPeaks]:
-    """The peaks a user gave (numbers, or text such as 989T or 3.35TB/s), or None; a bad value is one
-    clear error (AdvisorError)."""
-    from .settings import parse_rate
-
-    f = parse_rate(flops, flops_name, "FLOP")
-    b = parse_rate(bandwidth, bandwidth_name, "B")
-    if f is None and b is None:
-        return None
-    return UserPeaks(f, b, flops_name, bandwidth_name)

@@ -144,10 +144,10 @@ class _Tasks:
             self.count += 1
             return self.run_job.remote(self.cwd, unit, job)
         self.count += len(unit.host_files) + 1
-        profile, reference = self.first_host.remote(self.cwd, unit, job.steps, job.readers())
+        profile, reference = self.first_host.remote(self.cwd, unit, job.settings.steps, job.readers())
         # The reference goes in a list so that Ray does not wait for it before starting the task:
         # each other host is read while the first host (and its HLO) is still being read.
-        parts = [self.other_host.remote(self.cwd, path, [reference], job.steps) for path in unit.host_files[1:]]
+        parts = [self.other_host.remote(self.cwd, path, [reference], job.settings.steps) for path in unit.host_files[1:]]
         return self.merge.remote(unit, job, profile, *parts)
 
 

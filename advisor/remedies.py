@@ -13,6 +13,7 @@ import enum
 from typing import Any, Optional
 
 from .model import Profile
+from .settings import device_capacity
 from .units import mib
 
 
@@ -63,7 +64,7 @@ def helps_on(remedy: Remedy, backend: str) -> bool:
 
 def memory_pressure(profile: Profile) -> Optional[bool]:
     """Peak at least half of the known capacity (the device's, or --memory-limit / --device-memory); None: unknown."""
-    capacity = profile.device_capacity_bytes
+    capacity = device_capacity(profile)
     if not capacity or profile.memory is None:
         return None
     return profile.memory.peak_bytes >= PRESSURE * capacity
@@ -88,7 +89,7 @@ def severity(profile: Profile, remedy: Remedy, share: float, default: str = "war
 
 def buys(profile: Profile, saving: int) -> str:
     """What freed memory would buy, said where the fix is not needed (no memory pressure)."""
-    capacity = profile.device_capacity_bytes
+    capacity = device_capacity(profile)
     peak = profile.memory.peak_bytes if profile.memory else 0
     where = (f"the peak is {peak / capacity:.0%} of the {mib(capacity)} capacity"
              if capacity and peak else "no device capacity is known; pass --device-memory")

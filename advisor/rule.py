@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from .findings import Finding
 from .model import Profile
+from .settings import device_capacity
 
 
 # What a rule reads from the trace (Rule.needs), each with the test of a profile and what a trace
@@ -19,7 +20,7 @@ NEEDS: dict[str, tuple[Callable[[Profile], bool], str]] = {
     "steps": (lambda p: bool(p.steps), "no steps in the trace (no step annotations)"),
     "two steps": (lambda p: len(p.steps) >= 2, "fewer than two steps"),
     "kernels": (lambda p: any(d.kernel_count for d in p.devices), "no device kernels in the trace"),
-    "capacity": (lambda p: bool(p.device_capacity_bytes),
+    "capacity": (lambda p: bool(device_capacity(p)),
                  "device memory capacity unknown (pass --device-memory)"),
 }
 

@@ -1,29 +1,66 @@
-"""Rule selection and thresholds: from the project's config file, then the command line.
+"""The user's settings: every one that changes an analysis, in one `Settings` bound to each run
+once; and each value the user gives, parsed and checked (one clear error for a bad one).
 
-Read from the current folder: `[tool.advisor]` in pyproject.toml, else `[advisor]` in
-setup.cfg. Both take `select` and `ignore` (rule ids) and `RULE.OPTION = value` thresholds;
-pyproject.toml may also nest them as `[tool.advisor.options.RULE]`.
+`Settings` holds the steps window, the device memory, the peaks, the mesh and the rules' options
+that views read (`Rule.binds`). The job binds them to the profile (`bind`, in `Job.bind`) before
+any view is computed, with what it finds for the run besides (advisor calibrate's figures for the
+machine the run records); the views and rules read them from the profile (`bound`). A setting
+never writes over a fact: the trace's device capacity stays `profile.device_capacity_bytes`, and
+`device_capacity` is the one the analysis uses (--device-memory, else the trace's).
+
+Nothing here reads a file: the rules chosen and their thresholds in the project's config file are
+read by advisor/user_input.py, which makes a Job of all the user gave.
 """
 
 from __future__ import annotations
 
-import configparser
 import dataclasses
 import math
-import tomllib
-from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .errors import AdvisorError, did_you_mean
-from .rule import Rule
+from .model import Profile
+from .peak_table import UserPeaks
+
+MIN_IDLE_SHARE = 0.2    # idle this share of the steps or more is host-bound (host-bound's min_idle_share default)
+_KEY = "settings"       # where the bound settings are kept among the profile's views
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Settings:
-    select: Optional[list[str]] = None      # None: every rule; [] (`select = "none"`): no rule
-    ignore: list[str] = dataclasses.field(default_factory=list)
-    options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    source: str = ""
+    """Every user setting that changes an analysis (picklable: it travels in the Job to worker processes
+    and Ray tasks)."""
+    steps: Optional[slice] = None               # --steps A:B: only the steps numbered in this slice (the loader's window)
+    device_memory: Optional[int] = None         # --device-memory (bytes): the capacity, in place of the trace's
+    peaks: Optional[UserPeaks] = None           # --peak-flops/--peak-bandwidth: in place of the device table's
+    mesh: Optional[tuple[tuple[str, int], ...]] = None     # --mesh: the axes, major first
+    min_idle_share: float = MIN_IDLE_SHARE      # idle steps are host-bound from this share (host-bound's option)
+    # found for the run when the job binds them, not given by the user
+    calibration: Optional[UserPeaks] = None     # advisor calibrate's, for the machine the run records
+    calibration_unused: str = ""                # why a calibration of a host of the trace's name is not used
+    this_host: str = ""                         # the machine analyzing (a CPU trace's peaks the user gives name it)
+
+    def __post_init__(self):
+        if self.mesh is not None:       # [(name, size), ...] from parse_mesh: kept as tuples
+            object.__setattr__(self, "mesh", tuple(map(tuple, self.mesh)))
+
+
+def bind(profile: Profile, settings: Settings) -> None:
+    """The settings the profile's views are computed with; views computed with others are dropped."""
+    if profile.views.get(_KEY) != settings:
+        profile.views.clear()
+        profile.views[_KEY] = settings
+
+
+def bound(profile: Profile) -> Settings:
+    """The settings bound to the profile (the defaults where none are)."""
+    return profile.views.get(_KEY) or Settings()
+
+
+def device_capacity(profile: Profile) -> Optional[int]:
+    """The device memory capacity the analysis uses (bytes): the user's (--device-memory, run-workload's
+    --memory-limit), else the trace's; None where neither is known."""
+    return bound(profile).device_memory or profile.device_capacity_bytes
 
 
 def parse_ids(values: Iterable[str], where: str = "--select") -> list[str]:
@@ -41,59 +78,7 @@ def parse_ids(values: Iterable[str], where: str = "--select") -> list[str]:
     return out
 
 
-def _split_ids(value, where: str = "select") -> Optional[list[str]]:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return parse_ids([value], where)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return parse_ids(value, where)
-    raise AdvisorError(f"{where} = {value!r}: expected a list of rule ids, e.g. [\"host-bound\"]")
-
-
-def read_project_settings(folder: Path) -> Settings:
-    pyproject, setup_cfg = folder / "pyproject.toml", folder / "setup.cfg"
-    if pyproject.is_file():
-        try:
-            doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError, RecursionError) as err:
-            reason = "nested too deeply" if isinstance(err, RecursionError) else err
-            raise AdvisorError(f"{pyproject}: cannot read it ({reason}); fix the file or run advisor elsewhere") \
-                from None
-        tool = doc.get("tool")
-        section = tool.get("advisor") if isinstance(tool, dict) else None
-        where = f"{pyproject} [tool.advisor]"
-        if section is not None:
-            if not isinstance(section, dict):
-                raise AdvisorError(f"{where}: expected a table, got {section!r}")
-            raw = {k: v for k, v in section.items() if k not in ("select", "ignore", "options")}
-            options = section.get("options") or {}
-            if not isinstance(options, dict) or not all(isinstance(o, dict) for o in options.values()):
-                raise AdvisorError(f"{where} options = {options!r}: expected tables of RULE.OPTION = value, "
-                                   "e.g. [tool.advisor.options.host-bound] min_idle_share = 0.3")
-            for rule, opts in options.items():
-                for key, value in opts.items():
-                    raw[f"{rule}.{key}"] = value
-            return Settings(_split_ids(section.get("select"), f"{where} select"),
-                            _split_ids(section.get("ignore"), f"{where} ignore") or [], _group(raw, where), where)
-    if setup_cfg.is_file():
-        parser = configparser.ConfigParser(interpolation=None)    # a `%` in a value is a `%`
-        try:
-            parser.read(setup_cfg, encoding="utf-8")
-        except configparser.Error as err:
-            raise AdvisorError(f"{setup_cfg}: cannot read it ({err.message.splitlines()[0]})") from None
-        except UnicodeDecodeError as err:
-            raise AdvisorError(f"{setup_cfg}: cannot read it (not UTF-8: {err.reason})") from None
-        if parser.has_section("advisor"):
-            sec = dict(parser.items("advisor"))
-            raw = {k: v for k, v in sec.items() if k not in ("select", "ignore")}
-            where = f"{setup_cfg} [advisor]"
-            return Settings(_split_ids(sec.get("select"), f"{where} select"),
-                            _split_ids(sec.get("ignore"), f"{where} ignore") or [], _group(raw, where), where)
-    return Settings()
-
-
-def _group(raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
+def group_options(raw: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for key, value in raw.items():
         if "." not in key:
@@ -112,11 +97,12 @@ def parse_option_flags(items: Iterable[str]) -> dict[str, dict[str, Any]]:
                                "(e.g. --option scan-dynamic-update-slice.min_share=0.1)")
         key, value = item.split("=", 1)
         raw[key.strip()] = value.strip()
-    return _group(raw, "--option")
+    return group_options(raw, "--option")
 
 
-def validate_options(options: dict[str, dict[str, Any]], rules: dict[str, Rule]) -> dict[str, dict[str, Any]]:
-    """Options checked against each rule's thresholds and converted to their types."""
+def validate_options(options: dict[str, dict[str, Any]], rules: dict) -> dict[str, dict[str, Any]]:
+    """Options checked against each rule's thresholds (rules: {id: advisor.rule.Rule}) and converted to
+    their types."""
     out: dict[str, dict[str, Any]] = {}
     for rule_id, opts in options.items():
         if rule_id not in rules:
@@ -200,6 +186,20 @@ def parse_steps_flag(text, flag: str = "--steps") -> Optional[slice]:
                        f"N for one step) with A < B, got {text!r}")
 
 
+def parse_size_setting(value, name: str) -> Optional[int]:
+    """A size given as bytes (a number) or text such as "16GB" (None when not given); a bad one is one
+    clear error naming it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise AdvisorError(f"{name} expects a size in bytes or a string like \"16GB\", got {value!r}")
+    if isinstance(value, (int, float)):
+        if not value > 0 or value != value or value == float("inf"):
+            raise AdvisorError(f"{name} expects a positive size in bytes, got {value!r}")
+        return int(value)
+    return parse_size_flag(value, name)
+
+
 def parse_size_flag(text, flag: str):
     """A size flag's value in whole bytes (None when not given); a bad one is one clear error."""
     if not text:
@@ -238,3 +238,14 @@ def parse_rate(value, flag: str, unit: str) -> Optional[float]:
     if not rate > 0 or rate == float("inf"):
         raise AdvisorError(f"{flag} expects a positive rate like 989T{unit}/s or 989e12, got {value!r}")
     return rate
+
+
+def user_peaks(flops, bandwidth, flops_name: str = "--peak-flops",
+               bandwidth_name: str = "--peak-bandwidth") -> Optional[UserPeaks]:
+    """The peaks a user gave (numbers, or text such as 989T or 3.35TB/s), or None; a bad value is one
+    clear error (AdvisorError)."""
+    f = parse_rate(flops, flops_name, "FLOP")
+    b = parse_rate(bandwidth, bandwidth_name, "B")
+    if f is None and b is None:
+        return None
+    return UserPeaks(f, b, flops_name, bandwidth_name)

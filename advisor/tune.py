@@ -132,6 +132,7 @@ def _findings(name, preset, config, logdir, capacity, progress) -> list:
     from .engine import analyze_path
     from .findings import Expected, Finding, Recommendation
     from .job import Job
+    from .settings import Settings
     from .memory_plan import candidates
     from .workload_memory import OutOfMemory
     from .runner import profile_workload
@@ -142,7 +143,7 @@ def _findings(name, preset, config, logdir, capacity, progress) -> list:
     except OutOfMemory:
         return [Finding("out-of-memory", "error", "", {}, Recommendation(
             "", Expected("peak_memory", None, "bytes", ""), "", config=c), 1.0) for c in candidates(name, config)]
-    (analysis,) = analyze_path(run_dir, Job(device_memory=capacity))
+    (analysis,) = analyze_path(run_dir, Job(settings=Settings(device_memory=capacity)))
     return analysis.findings
 
 

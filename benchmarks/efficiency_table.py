@@ -117,13 +117,14 @@ def row(run: Path, tmp: Path, peaks=None) -> str:
 
     from advisor.engine import analyze_path
     from advisor.job import Job
+    from advisor.settings import Settings
     from advisor.load.xprof_tools import start_xprof
     from advisor.report.efficiency_text import pct, rate
     from advisor.views import ops
 
     name = str(run.relative_to(FIXTURES)).split("/plugins")[0]
     copy = readable_copy(run, tmp)
-    (analysis,) = analyze_path(copy, Job((), peaks=peaks))
+    (analysis,) = analyze_path(copy, Job((), settings=Settings(peaks=peaks)))
     profile, eff = analysis.profile, analysis.summary.get("efficiency")
     if not eff or profile.step_module not in profile.modules:
         return f"| {name} | | | | | | | | no HLO for the step program |"

@@ -196,12 +196,13 @@ class Harness:
     def analyze(self, rng, rules=None, options=None, capacity=None, peaks=None, meta=None):
         """The rules on a loaded run, rendered; the profile restored after."""
         from advisor.job import Job
+        from advisor.settings import Settings
         profile = rng.choice(self.profiles)
         saved = (list(profile.notes), profile.device_capacity_bytes, profile.run_metadata, list(profile.warnings))
         try:
             if meta is not None:
                 profile.run_metadata = meta
-            analysis = Job(None if rules is None else tuple(rules), options, capacity, peaks=peaks).analyze(profile)
+            analysis = Job(None if rules is None else tuple(rules), options, Settings(device_memory=capacity, peaks=peaks)).analyze(profile)
             self.render(analysis)
             broken = [n for n in profile.notes if n.startswith("internal error")]
             if broken:
@@ -220,9 +221,8 @@ class Harness:
         json.loads(json_report.render([doc], "x"), parse_constant=_refuse)
 
     def case_options(self, rng):
-        from advisor.cli import resolve_peaks
         from advisor.rules import select as select_rules
-        from advisor.settings import parse_option_flags, parse_size_flag, parse_steps_flag, validate_options
+        from advisor.settings import parse_option_flags, parse_size_flag, parse_steps_flag, user_peaks, validate_options
         ids = list(self.rules)
         select = [rng.choice(ids + ["nope", rand_value(rng)] if rng.random() < 0.1 else ids)
                   for _ in range(rng.randrange(3))]
@@ -236,13 +236,14 @@ class Harness:
         parse_steps_flag(rng.choice([None, "", "1:3", "3:1", ":", "a:b", "-1:", "1", "1:2:3", "9" * 30 + ":"])
                          if rng.random() < 0.3 else None)
         rates = [rand_value(rng), "989T", "3.35TB/s", "1", "1e30"]
-        peaks = resolve_peaks(*(rng.choice(rates) if rng.random() < 0.2 else None for _ in range(2)))
+        peaks = user_peaks(*(rng.choice(rates) if rng.random() < 0.2 else None for _ in range(2)))
         self.last += f" --device-memory {capacity}"
         self.analyze(rng, rules, options, capacity, peaks)
         return f"--select {select} --ignore {ignore} --option {flags}"
 
     def case_config(self, rng):
-        from advisor.settings import read_project_settings, validate_options
+        from advisor.settings import validate_options
+        from advisor.user_input import read_project_settings
         folder = self.tmp / "config"
         folder.mkdir(exist_ok=True)
         for name in ("pyproject.toml", "setup.cfg"):

@@ -117,6 +117,7 @@ def corpus_rows() -> list[tuple[str, set, dict, dict]]:
     """(name, rules that must fire, findings' severities by rule, verdict by rule) per corpus program."""
     from advisor.engine import analyze_all
     from advisor.job import Job
+    from advisor.settings import Settings
     from advisor.rules import ALL
     from corpus.expectations import CASES, expectation
     from corpus.traces import materialize
@@ -126,7 +127,7 @@ def corpus_rows() -> list[tuple[str, set, dict, dict]]:
     with tempfile.TemporaryDirectory() as tmp:
         for case in CASES:
             print(f"analyzing corpus {case} ...", file=sys.stderr, flush=True)
-            analyses, failed = analyze_all(materialize(case, Path(tmp)), Job(device_memory=CASES[case].get("device_memory")))
+            analyses, failed = analyze_all(materialize(case, Path(tmp)), Job(settings=Settings(device_memory=CASES[case].get("device_memory"))))
             if failed:
                 raise SystemExit(f"corpus {case}: {failed[0].reason}")
             sev: dict[str, list[str]] = {}

@@ -42,6 +42,7 @@ from typing import Optional
 from advisor.findings import Expected, Finding, Recommendation
 from advisor.model import Profile
 from advisor.rule import Rule
+from advisor.settings import device_capacity
 from advisor.remedies import Kind, Remedy, advice
 from advisor.units import mib
 
@@ -51,7 +52,7 @@ from ._common import bundled_config, measured_by
 
 
 def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] = None):
-    capacity = capacity_bytes or profile.device_capacity_bytes
+    capacity = capacity_bytes or device_capacity(profile)
     memory, module = profile.memory, profile.modules.get(profile.step_module or "")
     if not capacity or memory is None or module is None:
         return

@@ -59,6 +59,7 @@ from advisor.load.element_types import ELEMENT_TYPES
 from advisor.model import Instruction, Profile
 from advisor.remedies import Kind, Remedy, advice, severity
 from advisor.rule import Rule
+from advisor.settings import device_capacity
 from advisor.units import flop, mib, ms, pct, si
 from advisor.views import ops as ops_view
 
@@ -93,7 +94,7 @@ def freed_per_pass(profile: Profile, rows, passes: int, executions: float) -> in
 
 
 def check(profile: Profile, margin: float = 0.2, min_share: float = 0.05, capacity_bytes: Optional[int] = None):
-    capacity = capacity_bytes or profile.device_capacity_bytes
+    capacity = capacity_bytes or device_capacity(profile)
     memory, module = profile.memory, profile.modules.get(profile.step_module or "")
     if (profile.backend != "gpu" or not capacity or memory is None or module is None or not module.has_remat
             or not is_training_step(profile)):

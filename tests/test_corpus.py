@@ -10,6 +10,7 @@ import pytest
 
 from advisor.engine import analyze_all
 from advisor.job import Job
+from advisor.settings import Settings
 from corpus.expectations import CASES, RULES, expectation, satisfied
 from corpus.traces import FIXTURES, materialize
 
@@ -26,7 +27,7 @@ def reported(tmp_path_factory):
     def get(case):
         if case not in cache:
             logdir = materialize(case, tmp_path_factory.mktemp("corpus"))
-            analyses, failed = analyze_all(logdir, Job(device_memory=CASES[case].get("device_memory")))
+            analyses, failed = analyze_all(logdir, Job(settings=Settings(device_memory=CASES[case].get("device_memory"))))
             assert not failed and len(analyses) == 1, failed
             by_rule = {rule: [] for rule in RULES}
             for f in analyses[0].findings:

@@ -19,7 +19,8 @@ import pytest
 import advisor
 
 from conftest import FIXTURES, ROOT, analyze_json, cli
-from advisor.peak_table import ROWS, match_row, user_peaks
+from advisor.peak_table import ROWS, match_row
+from advisor.settings import user_peaks
 from efficiency_programs import B, D, L
 
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import FIXTURES
 from advisor.engine import analyze_path
 from advisor.job import Job
-from advisor.peak_table import user_peaks
+from advisor.settings import Settings, user_peaks
 from advisor.rules import select
 
 sys.path.insert(0, str(FIXTURES / "gpu"))
@@ -58,7 +58,7 @@ def gpu_traces(tmp_path_factory):
         out[name] = analysis
         if name == "problem":       # and with the user's peaks (1 TB/s: less than the H100's 3.35 TB/s)
             (out["problem with peaks"],) = analyze_path(root / name, Job(tuple(select(RULES)),
-                                                                         peaks=user_peaks("100T", "1TB/s")))
+                                                                         settings=Settings(peaks=user_peaks("100T", "1TB/s"))))
     return out
 
 

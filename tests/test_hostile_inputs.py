@@ -146,7 +146,7 @@ def test_sizes_read_as_kubernetes_writes_them():
 
 @pytest.mark.parametrize("limit", [-5, 0, True, float("nan"), float("inf"), "lots", [1]])
 def test_preflight_refuses_a_memory_limit_that_is_not_a_size(limit):
-    from advisor.api import _size
+    from advisor.settings import parse_size_setting as _size
     from advisor.errors import AdvisorError
     with pytest.raises(AdvisorError, match="memory_limit"):
         _size(limit, "memory_limit")

@@ -42,13 +42,3 @@ def render(doc: dict, console: Console) -> None:
     console.print(terminal(f"best that fits: {best['config']}: {said}", "bold"))
     console.print(terminal(f"    {flags}"))
 
-
-def emit(doc: dict, fmt: str, console: Console) -> None:
-    """`--format json`: the envelope around the document; text: the table."""
-    if fmt == "json":
-        import click
-
-        from .json_report import dumps, envelope
-        click.echo(dumps(envelope("tune", [f"{doc['workload']} ({doc['preset']})"], doc)))
-    else:
-        render(doc, console)

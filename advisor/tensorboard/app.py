@@ -349,14 +349,12 @@ def project_settings(folder: Path) -> tuple[str, Optional[str]]:
     """The rules and options of the project TensorBoard was started in ([tool.advisor] in its
     pyproject.toml or setup.cfg), as `advisor analyze` run there reads them: a JSON string (part of
     the cache key, passed to the worker), and the reason when they could not be read."""
-    from .. import rules as catalog
     from ..errors import AdvisorError
-    from ..settings import read_project_settings, validate_options
+    from ..user_input import job, read_project_settings
 
     try:
         project = read_project_settings(folder)
-        catalog.select(project.select, project.ignore)
-        options = validate_options(project.options, {r.id: r for r in catalog.ALL})
+        options = job(project=project).options      # checked as the worker's job will be
     except AdvisorError as err:
         return json.dumps({}), str(err)
     return json.dumps({"select": project.select, "ignore": project.ignore, "options": options},

@@ -30,15 +30,12 @@ def _say(**msg) -> None:
 
 
 def _job(settings: str):
-    from .. import rules as catalog
-    from ..job import Job
-    from ..settings import validate_options
+    """The Job of the project's rules and options, as the tab read them (app.project_settings: {} where
+    they could not be read)."""
+    from ..user_input import RuleConfig, job
 
-    s = json.loads(settings)
-    if not s:
-        return Job()
-    rules = catalog.select(s.get("select"), s.get("ignore") or ())     # select None: every rule; []: none
-    return Job(rules=tuple(rules), options=validate_options(s.get("options") or {}, {r.id: r for r in catalog.ALL}))
+    s = json.loads(settings)       # select None: every rule; []: none
+    return job(project=RuleConfig(s.get("select"), s.get("ignore") or [], s.get("options") or {}), documents=True)
 
 
 def _unchanged(files, key: str, settings: str) -> None:
@@ -54,8 +51,6 @@ def _unchanged(files, key: str, settings: str) -> None:
 
 
 def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
-    import dataclasses
-
     from ..compare import metrics
     from ..job import RunFailure, run_job
     from ..report.html import figures
@@ -69,7 +64,7 @@ def analyze(key: str, run_dir: str, settings: str = "{}") -> dict:
     _unchanged(files, key, settings)
     hosts = len(run.hosts)
     _say(stage=f"reading the trace ({mib(run.size)}, {hosts} host{'s' if hosts > 1 else ''})")
-    result = run_job(files, dataclasses.replace(_job(settings), documents=True))[0]
+    result = run_job(files, _job(settings))[0]
     if isinstance(result, RunFailure):        # the run could not be read
         doc, brief = {"failed": result.to_json()}, {"failed": True}
     else:

@@ -9,7 +9,7 @@ from typing import Any
 from ..model import Profile
 from ..version import __version__
 from . import activity, efficiency, idle, kernels, memory, parallelism, recording, step_time
-from .bound import cached
+from .bound import cached, device_capacity
 
 
 def _us(ns) -> Any:
@@ -129,7 +129,7 @@ def _build(profile: Profile) -> dict[str, Any]:
         if profile.step_module else None,
         "peak_memory_bytes": memory.of(profile).peak_bytes,
         "peak_memory_source": memory.of(profile).source,
-        "device_capacity_bytes": profile.device_capacity_bytes,
+        "device_capacity_bytes": device_capacity(profile),
         "modules": len(profile.modules),
         "advisor_version": __version__,
     }
