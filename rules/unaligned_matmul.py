@@ -113,7 +113,7 @@ def _saving(unaligned, aligned):
     """Time the unaligned matmuls would save at the aligned ones' measured FLOP rate (their padded work
     included); None without an aligned matmul of the same dtype to compare with."""
     saved, found = 0.0, False
-    for r, bad, unit in unaligned:
+    for r, bad, _unit in unaligned:
         dtype = r.instruction.matmul_dtype
         ref = [a for a, _, _ in aligned if a.instruction.matmul_dtype == dtype and a.flops]
         if not ref or not r.flops:
