@@ -1,4 +1,5 @@
-"""The rule interface: one module per rule under `rules/`, each defining `RULE`."""
+"""The rule interface: one module per rule under `rules/`, each defining `RULE`: a check that computes
+the numbers, and its message (advisor/message.py) that turns them into the finding."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import inspect
 from typing import Any, Callable, Iterable, Optional
 
 from .findings import Finding
+from .message import Message
 from .model import Profile
 from .settings import device_capacity
 
@@ -33,6 +35,7 @@ class Rule:
     summary: str                    # one line
     check: Callable[..., Iterable[Finding]]   # check(profile, **options)
     doc: str                        # the rule module's docstring
+    message: Optional[Message] = None   # what a finding says: title, fix, gain, cost (RULE.finding fills it)
     notes: Optional[Callable[[Profile], list[str]]] = None   # what the run's notes should say (e.g. warm-up)
     escalation: str = ""            # when a finding's severity rises above the default, e.g. "error when ..."
     needs: tuple[str, ...] = ()     # what it reads from the trace (keys of NEEDS)
@@ -52,6 +55,10 @@ class Rule:
         """Thresholds the check takes as keyword arguments, with their defaults."""
         params = inspect.signature(self.check).parameters
         return {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+
+    def finding(self, profile: Profile, *, message: Optional[Message] = None, **figures) -> Finding:
+        """The finding the check found, from its figures: `message` (a variant) or the rule's fills it in."""
+        return (message or self.message).finding(self, profile, **figures)
 
     def missing(self, profile: Profile) -> list[str]:
         """What the trace lacks that this rule reads ([] when it can run)."""

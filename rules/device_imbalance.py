@@ -50,14 +50,42 @@ from __future__ import annotations
 
 import statistics
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import ms, pct
 from advisor.views import activity
 
 TOP_CAUSES = 3      # ops named as where the straggler's extra time goes
 COMPILE_SHARE = 0.5     # a late host's compiles explain its lateness from this share of its extra idle time
+
+MESSAGE = Message(      # a straggler device
+    title="straggler: {where} computes {extra:ms} longer per step than the typical device ({ratio:.1f}x), and the other "
+          "devices wait for it ({others_wait:ms} per step, typical)",
+    fix="balance the work across devices: {where} has more to compute each step{causes} (uneven shards, sequence "
+        "lengths or data-dependent loop counts)",
+    gain="up to {saving:ms} per step ({gain_share:pct} of the step), the time the others wait for it",
+    cost="none at run time once the work is even; padding to a common length computes the padding{on_cpu}",
+)
+SLOW_HOST = MESSAGE.but(        # every device of one host computes longer
+    title="straggler host {host}: its {count} devices compute {host_compute:ms} per step against {their_compute:ms} on "
+          "the other hosts' devices, which wait {their_wait:ms} each per step for them",
+    fix="look at host {host}: every one of its devices computes longer (slowest {where}{causes}); the same program "
+        "computes less elsewhere, so the host itself is slower (its input pipeline, other work on it, its hardware) or "
+        "its shards are larger",
+    gain="up to {saving:ms} per step ({gain_share:pct} of the step), the time the other hosts' devices wait",
+)
+LATE_HOST = Message(            # one host's devices idle before each step while the others wait
+    title="host {host} launches its steps late: its {count} devices sit idle {idle:ms} per step (the other hosts' "
+          "{typical_idle:ms}) while the other hosts' devices wait {their_wait:ms} per step for them in the collectives",
+    fix="host {host} leaves its devices idle before each step while the others wait: look at its input pipeline "
+        "(prefetch the next batch to the devices while the step runs), host-side work between steps (logging, "
+        "checkpoints), and compiles on that host",
+    gain="up to {saving:ms} per step, the time the other hosts wait",
+    cost="none: the same work, delivered on time{on_cpu}",
+)
+COMPILING_HOST = LATE_HOST.but(
+    fix="host {host} compiles inside its steps ({compile:ms} per step): see the recompilation finding; the other hosts "
+        "wait for it")
 
 
 def check(profile: Profile, min_ratio: float = 1.5, cpu_min_ratio: float = 3.0, cpu_warning_ratio: float = 5.0,
@@ -96,22 +124,11 @@ def _late_host(profile: Profile, min_extra_share: float, max_wait_ratio: float, 
     cpu = profile.backend == "cpu"
     severity = ("warning" if extra >= cpu_host_warning_share * step else "info") if cpu else RULE.severity
     compiling = compile_ns >= COMPILE_SHARE * extra
-    if compiling:
-        cause = (f"host {late.name} compiles inside its steps ({ms(compile_ns)} per step): see the "
-                 "recompilation finding; the other hosts wait for it")
-    else:
-        cause = (f"host {late.name} leaves its devices idle before each step while the others wait: look at its "
-                 "input pipeline (prefetch the next batch to the devices while the step runs), host-side work "
-                 "between steps (logging, checkpoints), and compiles on that host")
-    cost = "none: the same work, delivered on time"
-    if cpu:
-        cost += "; the hosts here are processes on one machine sharing its cores"
-    yield Finding(
-        rule=RULE.id,
-        severity=severity,
-        title=f"host {late.name} launches its steps late: its {len(mine)} devices sit idle {ms(idle)} per step "
-              f"(the other hosts' {ms(typical_idle)}) while the other hosts' devices wait {ms(their_wait)} per step "
-              "for them in the collectives",
+    yield RULE.finding(
+        profile, message=COMPILING_HOST if compiling else LATE_HOST, severity=severity, impact=extra / step,
+        host=late.name, count=len(mine), idle=idle, typical_idle=typical_idle, their_wait=their_wait,
+        compile=compile_ns, saving=min(extra, their_wait),
+        on_cpu="; the hosts here are processes on one machine sharing its cores" if cpu else "",
         evidence={
             "host": late.name,
             "devices": [d.name for d in mine],
@@ -125,15 +142,7 @@ def _late_host(profile: Profile, min_extra_share: float, max_wait_ratio: float, 
             "compile_ms_per_step": round(compile_ns / 1e6, 3),
             "likely_cause": "compile" if compiling else "input pipeline or host-side work",
             "hosts": len(hosts),
-        },
-        recommendation=Recommendation(
-            text=cause,
-            expected=Expected("step_time", round(min(extra, their_wait) / 1e6, 3), "ms",
-                              f"up to {ms(min(extra, their_wait))} per step, the time the other hosts wait"),
-            cost=cost,
-        ),
-        impact=extra / step,
-    )
+        })
 
 
 def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, cpu_warning_ratio: float,
@@ -154,7 +163,6 @@ def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, 
         return      # the others do not wait for it: not a straggler
     lost = sum(max(0.0, d.wait_ns - slowest.wait_ns) for d in others)
     causes = _causes(slowest, others, profile.modules.get(profile.step_module or ""))
-    where = f"{slowest.name} (host {slowest.host})"
     hosts = {d.host for d in devices}
     slow_host = None
     if len(hosts) > 1:
@@ -163,38 +171,24 @@ def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, 
                                       for d in same_host):
             slow_host = same_host
     severity = ("warning" if ratio >= cpu_warning_ratio else "info") if cpu else RULE.severity
-    cost = "none at run time once the work is even; padding to a common length computes the padding"
-    if cpu:
-        cost += ("; the CPU backend's simulated devices share the host's cores, so part of any difference "
-                 "between them is scheduling")
-    gain = min(extra, others_wait)
-    cause_text = ", ".join(f"{c['op']} ({c['extra_ms']:,.2f} ms more per step)" for c in causes)
+    gain, host_figures = min(extra, others_wait), {}
     if slow_host:
         # The whole host is slow: name the host, against the other hosts' devices (those that wait).
         theirs = [d for d in devices if d.host != slowest.host]
-        host_compute = statistics.mean(d.compute_ns for d in slow_host)
-        their_compute = statistics.median(d.compute_ns for d in theirs)
-        their_wait = statistics.median(d.wait_ns for d in theirs)
-        gain = min(host_compute - their_compute, their_wait)
-        title = (f"straggler host {slowest.host}: its {len(slow_host)} devices compute {ms(host_compute)} per step "
-                 f"against {ms(their_compute)} on the other hosts' devices, which wait {ms(their_wait)} each per "
-                 "step for them")
-        text = (f"look at host {slowest.host}: every one of its devices computes longer (slowest {where}"
-                + (f", mostly in {cause_text}" if causes else "")
-                + "); the same program computes less elsewhere, so the host itself is slower (its input "
-                  "pipeline, other work on it, its hardware) or its shards are larger")
-        expected = f"up to {ms(gain)} per step ({pct(gain / slowest.step_ns)} of the step), the time the other hosts' devices wait"
-    else:
-        title = (f"straggler: {where} computes {ms(extra)} longer per step than the typical device "
-                 f"({ratio:.1f}x), and the other devices wait for it ({ms(others_wait)} per step, typical)")
-        text = (f"balance the work across devices: {where} has more to compute each step"
-                + (f", mostly in {cause_text}" if causes else "")
-                + " (uneven shards, sequence lengths or data-dependent loop counts)")
-        expected = f"up to {ms(gain)} per step ({pct(gain / slowest.step_ns)} of the step), the time the others wait for it"
-    yield Finding(
-        rule=RULE.id,
-        severity=severity,
-        title=title,
+        host_figures = dict(count=len(slow_host), host_compute=statistics.mean(d.compute_ns for d in slow_host),
+                            their_compute=statistics.median(d.compute_ns for d in theirs),
+                            their_wait=statistics.median(d.wait_ns for d in theirs))
+        gain = min(host_figures["host_compute"] - host_figures["their_compute"], host_figures["their_wait"])
+    cause_text = ", ".join(f"{c['op']} ({c['extra_ms']:,.2f} ms more per step)" for c in causes)
+    yield RULE.finding(
+        profile, message=SLOW_HOST if slow_host else MESSAGE, severity=severity,
+        impact=extra / slowest.step_ns if slowest.step_ns else 0.0,
+        source=next((c["source"] for c in causes if c["source"]), None), **host_figures,
+        where=f"{slowest.name} (host {slowest.host})", host=slowest.host, extra=extra, ratio=ratio,
+        others_wait=others_wait, causes=f", mostly in {cause_text}" if causes else "", saving=gain,
+        gain_share=gain / slowest.step_ns,
+        on_cpu=("; the CPU backend's simulated devices share the host's cores, so part of any difference between them "
+                "is scheduling") if cpu else "",
         evidence={
             "straggler": slowest.name,
             "host": slowest.host,
@@ -210,15 +204,7 @@ def _straggler_device(profile: Profile, min_ratio: float, cpu_min_ratio: float, 
             "hosts": len(hosts),
             "extra_time_in": causes,
             "slow_host": slowest.host if slow_host else None,
-        },
-        recommendation=Recommendation(
-            text=text,
-            expected=Expected("step_time", round(gain / 1e6, 3), "ms", expected),
-            cost=cost,
-        ),
-        impact=extra / slowest.step_ns if slowest.step_ns else 0.0,
-        source=next((c["source"] for c in causes if c["source"]), None),
-    )
+        })
 
 
 def _causes(slowest, others, module) -> list[dict]:
@@ -241,5 +227,6 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="a straggler device or host computes longer per step and the others wait for it",
     check=check,
+    message=MESSAGE,
     doc=__doc__,
 )

@@ -51,16 +51,44 @@ do on accelerators, not a measurement of it.
 
 from __future__ import annotations
 
-
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import mib, ms, pct, size
 from advisor.views import activity, parallelism
 
 MANY_COLLECTIVES = 4      # per step: from this many small collectives, combining them is the advice
 CPU_NOTE = ("the CPU backend's simulated devices share the host's cores: collectives here are memory copies "
             "between threads, and their share of the step says little about accelerators")
+ON_GPU = ("; overlap them with compute: XLA_FLAGS=\"--xla_gpu_enable_async_collectives=true "
+          "--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_enable_highest_priority_async_stream=true\"")
+MESSAGE = Message(
+    title="collectives with no compute beside them take {share:pct} of the step in data transfer ({saving:ms} per step "
+          "on the median device {device}), and {wait:ms} more waiting for peers",
+    fix="{moved:mib} per device per step in {count:.0f} collective{plural}: do more work per synchronization (a larger "
+        "per-device batch, or accumulate gradients over microbatches before the all-reduce){on_gpu}",
+    gain="up to {saving:ms} per step if the transfer were hidden or amortized",
+    cost="a larger per-device batch needs memory for its activations; accumulation runs the microbatches one after "
+         "another{on_cpu}",
+)
+FSDP = MESSAGE.but(
+    fix="{role_count:.0f} FSDP gathers and scatters per step move {role_moved:mib} per device: overlap them with compute "
+        "(prefetch the next layer's weights), or shard over fewer devices where memory allows{on_gpu}")
+SMALL = MESSAGE.but(      # many small collectives
+    fix="{count:.0f} collectives per step move {moved:size} per device, {each:size} each: fewer, larger collectives "
+        "(group the gradients into one all-reduce; XLA combines small ones up to "
+        "--xla_gpu_all_reduce_combine_threshold_bytes on GPU){on_gpu}")
+BY_ROLE = {     # the fix by what the collectives that take the most time do
+    "fsdp-gather": FSDP,
+    "fsdp-scatter": FSDP,
+    "pipeline-transfer": MESSAGE.but(
+        fix="{role_count:.0f} stage-to-stage transfers per step move {role_moved:mib} per device{schedule}: grouping "
+            "does not apply to a pipeline's transfers; the levers are the microbatch count and size (fewer, larger "
+            "microbatches: fewer transfers, a larger bubble; see pipeline-bubble){on_gpu}"),
+    "tensor-parallel": MESSAGE.but(
+        fix="{role_count:.0f} tensor-parallel activation collectives per step move {role_moved:mib} per device inside "
+            "the layers: overlap them with the per-shard matmuls (asynchronous ppermute rings, Part 4.2), or make the "
+            "tensor axis smaller (more devices on the data or pipeline axis){on_gpu}"),
+}
 
 
 def _median_device(devices, key):
@@ -114,41 +142,14 @@ def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int 
     of_role = [r for r in rows if r["role"] == role]
     role_count = sum(r["per_step"] for r in of_role)
     role_moved = sum(r["bytes_per_device"] for r in of_role)
-    if role == "pipeline-transfer":
-        pipe = view.pipeline if view is not None else None
-        text = (f"{role_count:.0f} stage-to-stage transfers per step move {mib(role_moved)} per device"
-                + (f" ({pipe.iterations} schedule iterations over {pipe.stages} stages)" if pipe else "")
-                + ": grouping does not apply to a pipeline's transfers; the levers are the microbatch count and "
-                  "size (fewer, larger microbatches: fewer transfers, a larger bubble; see pipeline-bubble)")
-    elif role == "tensor-parallel":
-        text = (f"{role_count:.0f} tensor-parallel activation collectives per step move {mib(role_moved)} per "
-                "device inside the layers: overlap them with the per-shard matmuls (asynchronous ppermute rings, "
-                "Part 4.2), or make the tensor axis smaller (more devices on the data or pipeline axis)")
-    elif role in ("fsdp-gather", "fsdp-scatter"):
-        text = (f"{role_count:.0f} FSDP gathers and scatters per step move {mib(role_moved)} per device: "
-                "overlap them with compute (prefetch the next layer's weights), or shard over fewer devices "
-                "where memory allows")
-    elif small:
-        text = (f"{count:.0f} collectives per step move {size(moved)} per device, {size(int(moved / count))} each: "
-                "fewer, larger collectives (group the gradients into one all-reduce; XLA combines small ones "
-                "up to --xla_gpu_all_reduce_combine_threshold_bytes on GPU)")
-    else:
-        plural = "s" if round(count) != 1 else ""
-        text = (f"{mib(moved)} per device per step in {count:.0f} collective{plural}: do more work per "
-                "synchronization (a larger per-device batch, or accumulate gradients over microbatches "
-                "before the all-reduce)")
-    if profile.backend == "gpu":
-        text += ("; overlap them with compute: XLA_FLAGS=\"--xla_gpu_enable_async_collectives=true "
-                 "--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_enable_highest_priority_async_stream=true\"")
-    cost = ("a larger per-device batch needs memory for its activations; accumulation runs the microbatches "
-            "one after another")
-    if profile.backend == "cpu":
-        cost += f"; {CPU_NOTE}"
-    yield Finding(
-        rule=RULE.id,
-        severity="info" if profile.backend == "cpu" else RULE.severity,
-        title=f"collectives with no compute beside them take {pct(share)} of the step in data transfer "
-              f"({ms(transfer)} per step on the median device {median.name}), and {ms(wait)} more waiting for peers",
+    pipe = view.pipeline if view is not None else None
+    cpu = profile.backend == "cpu"
+    yield RULE.finding(
+        profile, message=BY_ROLE.get(role) or (SMALL if small else MESSAGE), severity="info" if cpu else None, impact=share, share=share,
+        saving=transfer, device=median.name, wait=wait, moved=moved, count=count, plural="s" if round(count) != 1 else "",
+        each=int(moved / count) if count else 0, role_count=role_count, role_moved=role_moved,
+        schedule=f" ({pipe.iterations} schedule iterations over {pipe.stages} stages)" if pipe else "",
+        on_gpu=ON_GPU if profile.backend == "gpu" else "", on_cpu=f"; {CPU_NOTE}" if cpu else "",
         evidence={
             "devices": n,
             "median_device": median.name,
@@ -165,15 +166,7 @@ def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int 
             "time_ms_by_role": {k: round(v, 3) for k, v in sorted(by_role.items(), key=lambda kv: -kv[1])},
             "transfer_share_by_device": {d.name: round((d.exposed_ns - min(d.wait_ns, d.exposed_ns)) / d.step_ns, 4)
                                          for d in devices if d.step_ns > 0},
-        },
-        recommendation=Recommendation(
-            text=text,
-            expected=Expected("step_time", round(transfer / 1e6, 3), "ms",
-                              f"up to {ms(transfer)} per step if the transfer were hidden or amortized"),
-            cost=cost,
-        ),
-        impact=share,
-    )
+        })
 
 
 def notes(profile: Profile) -> list[str]:
@@ -189,6 +182,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="collectives on the critical path take a large share of the step (transfer and waiting apart)",
     check=check,
+    message=MESSAGE,
     needs=("hlo",),
     doc=__doc__,
     notes=notes,

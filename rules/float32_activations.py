@@ -43,19 +43,46 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import mib, ms, pct
+from advisor.units import ms, pct
 from advisor.views import ops as ops_view, peak as peak_view, step_time
 from advisor.views.ops import op_bound
 
-from advisor.remedies import MATERIAL_SHARE, Kind, Remedy, advice, buys, severity
+from advisor.remedies import MATERIAL_SHARE, Kind, Remedy, severity
 
 from advisor.views.activations import activations, parameter_shapes, requests_bfloat16
 from advisor.views.layers import source_of
 
 from ._common import dtype, is_attention_logits
+
+MESSAGE = Message(      # the gain in memory
+    title="float32 activations are {share:pct} of peak memory ({bytes:mib}){matmuls}",
+    bundled="compute in bfloat16 (Flax: dtype=jnp.bfloat16 on the layers), keeping parameters and optimizer state "
+            "float32",
+    buys=True,
+    metric="peak_memory",
+    gain="up to {saving:mib} less peak memory (half the float32 activations), and faster matmuls on tensor cores",
+    cost="lower precision in activations (bfloat16 keeps float32's range, 8 bits of mantissa); keep "
+         "softmax/normalization statistics in float32",
+)
+FASTER = MESSAGE.but(   # on a GPU whose peaks say bfloat16 is faster: the gain in step time
+    fix="{advice}; {why}",
+    buys=False,
+    metric="step_time",
+    saving="faster",
+    gain="up to {faster:ms} per step faster ({faster_share:pct} of the step, an estimate from the measured op times: "
+         "{basis}), and up to {saving:mib} less peak memory (half the float32 activations)",
+)
+ON_CPU = MESSAGE.but(   # bfloat16 is known not to help here: say so, recommend nothing
+    bundled=None,
+    fix="no change recommended on the CPU backend: XLA:CPU computes bfloat16 slower than float32 and keeps float32 "
+        "buffers; on a GPU or TPU, bfloat16 compute would halve these activations",
+    buys=False,
+    gain="none on this backend",
+    cost="none: no change recommended",
+)
 
 
 def _matmul_time(profile: Profile) -> tuple[float, float]:
@@ -86,29 +113,16 @@ def check(profile: Profile, min_share: float = 0.3, min_bytes: int = 4 * 1024 * 
         return
     cpu = profile.backend == "cpu"
     largest = sorted(f32, key=lambda b: -b.bytes)[:5]
-    saving = f32_bytes // 2
-    source = source_of(profile, largest)
     remedy = Remedy(Kind.BFLOAT16)
     sev = severity(profile, remedy, share, RULE.severity)
     speed = _speed(profile) if profile.backend == "gpu" else None
     if speed is not None and speed.share >= MATERIAL_SHARE:
         sev = RULE.severity      # a speed gain this large deserves it, memory pressure or not
-    if cpu:   # bfloat16 is known not to help here: say so, recommend nothing
-        text, config, remedy = ("no change recommended on the CPU backend: XLA:CPU computes bfloat16 slower than "
-                                "float32 and keeps float32 buffers; on a GPU or TPU, bfloat16 compute would halve "
-                                "these activations"), {}, None
-    else:
-        text, config = advice(profile, remedy, "compute in bfloat16 (Flax: dtype=jnp.bfloat16 on the layers), "
-                                               "keeping parameters and optimizer state float32", source)
-        if speed is not None:
-            text += "; " + speed.why
-        elif sev == "info":
-            text += "; " + buys(profile, saving)
-    yield Finding(
-        rule=RULE.id,
-        severity=sev,
-        title=f"float32 activations are {pct(share)} of peak memory ({mib(f32_bytes)})"
-              + (f"; {pct(mm_f32 / mm_total)} of matmul time is float32" if mm_total else ""),
+    yield RULE.finding(
+        profile, message=ON_CPU if cpu else FASTER if speed is not None else MESSAGE, remedy=None if cpu else remedy,
+        severity=sev, impact=share / 2, source=source_of(profile, largest), share=share, bytes=f32_bytes,
+        matmuls=f"; {pct(mm_f32 / mm_total)} of matmul time is float32" if mm_total else "",
+        saving=0 if cpu else f32_bytes // 2, **(speed.fields() if speed is not None else {}),
         evidence={
             "float32_activation_bytes": f32_bytes,
             "peak_bytes": memory.peak_bytes,
@@ -116,27 +130,7 @@ def check(profile: Profile, min_share: float = 0.3, min_bytes: int = 4 * 1024 * 
             "float32_matmul_share": round(mm_f32 / mm_total, 4) if mm_total else None,
             "largest": [{"shape": b.shape, "bytes": b.bytes, "share_of_peak": round(b.bytes / memory.peak_bytes, 4)}
                         for b in largest],
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=config,
-            remedy=remedy,
-            expected=Expected("step_time", round(speed.saving_ns / 1e6, 3), "ms",
-                              f"up to {ms(speed.saving_ns)} per step faster ({pct(speed.share)} of the step, an "
-                              f"estimate from the measured op times: {speed.basis}), and up to {mib(saving)} less "
-                              "peak memory (half the float32 activations)")
-            if speed is not None and speed.saving_ns > 0 else
-            Expected("peak_memory", 0 if cpu else saving, "bytes",
-                     "none on this backend" if cpu else
-                     f"up to {mib(saving)} less peak memory (half the float32 activations), "
-                     "and faster matmuls on tensor cores"),
-            cost="none: no change recommended" if cpu else
-                 "lower precision in activations (bfloat16 keeps float32's range, 8 bits of mantissa); "
-                 "keep softmax/normalization statistics in float32",
-        ),
-        impact=share / 2,
-        source=source,
-    )
+        })
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +139,9 @@ class _Speed:
     share: float            # of the step
     why: str
     basis: str
+
+    def fields(self) -> dict:
+        return {"faster": self.saving_ns, "faster_share": self.share, "why": self.why, "basis": self.basis}
 
 
 def _speed(profile: Profile) -> Optional[_Speed]:
@@ -187,6 +184,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="large float32 activations at peak where bfloat16 compute would do (info only on CPU)",
     check=check,
+    message=MESSAGE,
     needs=("buffers",),
     doc=__doc__,
 )

@@ -31,16 +31,26 @@ the program chose float32 logits.
 
 from __future__ import annotations
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.remedies import Kind, Remedy, advice, buys, severity
-from advisor.units import mib, pct
+from advisor.remedies import Kind, Remedy, severity
 
 from advisor.views.activations import activations, requests_bfloat16
 from advisor.views.layers import source_of
 
 from ._common import dtype, is_attention_logits
+
+MESSAGE = Message(
+    title="float32 attention logits are {share:pct} of peak memory ({total:mib}), largest {largest}",
+    bundled="use a fused attention (jax.nn.dot_product_attention with implementation='cudnn' on GPU) that does not "
+            "store the scores, or compute the logits in bfloat16",
+    buys=True,
+    metric="peak_memory",
+    gain="{saving:mib} less peak memory with bfloat16 logits; up to {total:mib} with a fused attention",
+    cost="bfloat16 logits: a less precise softmax (risk grows with sequence length); fused attention: a dependency on "
+         "the cuDNN implementation and its supported shapes",
+)
 
 
 def check(profile: Profile, min_share: float = 0.1):
@@ -53,38 +63,16 @@ def check(profile: Profile, min_share: float = 0.1):
     if share < min_share:
         return
     largest = sorted(logits, key=lambda b: -b.bytes)[:5]
-    source = source_of(profile, largest)
     remedy = Remedy(Kind.BFLOAT16, "attention_logits")
-    text, config = advice(profile, remedy, "use a fused attention (jax.nn.dot_product_attention with "
-                                           "implementation='cudnn' on GPU) that does not store the scores, or "
-                                           "compute the logits in bfloat16", source)
-    sev = severity(profile, remedy, share, RULE.severity)
-    if sev == "info":
-        text += "; " + buys(profile, total // 2)
-    yield Finding(
-        rule=RULE.id,
-        severity=sev,
-        title=f"float32 attention logits are {pct(share)} of peak memory ({mib(total)}), "
-              f"largest {largest[0].shape}",
+    yield RULE.finding(
+        profile, remedy=remedy, severity=severity(profile, remedy, share, RULE.severity), impact=share,
+        source=source_of(profile, largest), share=share, total=total, saving=total // 2, largest=largest[0].shape,
         evidence={
             "logits_bytes": total,
             "peak_bytes": memory.peak_bytes,
             "share_of_peak": round(share, 4),
             "largest": [{"shape": b.shape, "bytes": b.bytes} for b in largest],
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=config,
-            remedy=remedy,
-            expected=Expected("peak_memory", total // 2, "bytes",
-                              f"{mib(total // 2)} less peak memory with bfloat16 logits; up to {mib(total)} "
-                              "with a fused attention"),
-            cost="bfloat16 logits: a less precise softmax (risk grows with sequence length); fused attention: "
-                 "a dependency on the cuDNN implementation and its supported shapes",
-        ),
-        impact=share,
-        source=source,
-    )
+        })
 
 
 RULE = Rule(
@@ -93,6 +81,7 @@ RULE = Rule(
     backends=("gpu", "tpu"),
     summary="float32 attention score buffers [.., heads, q, k] are a large share of peak memory",
     check=check,
+    message=MESSAGE,
     needs=("buffers",),
     doc=__doc__,
 )

@@ -41,10 +41,9 @@ are not counted: the device waits there for the next launch, not for the host's 
 
 from __future__ import annotations
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile, overlap_ns
 from advisor.rule import Rule
-from advisor.units import ms, pct
 from advisor.views import idle as idle_view
 
 from ._common import merge
@@ -64,6 +63,13 @@ COST = {      # what each fix gives up, by cause
     "compile": "see the recompilation finding: padding computes on filler elements, bucketing compiles once per bucket",
     "dispatch": "a larger jitted region compiles for longer; batches prepared ahead hold more host memory",
 }
+MESSAGE = Message(
+    title="the device is idle {share:pct} of step time ({saving:ms} per step on average): host-bound, mostly {cause}",
+    fix=ADVICE["dispatch"],
+    gain="up to {saving:ms} per step, the measured device idle time",
+    cost=COST["dispatch"],
+)
+MESSAGES = {cause: MESSAGE.but(fix=ADVICE[cause], cost=COST[cause]) for cause in ADVICE}   # by likely cause
 
 
 def _in(spans, steps) -> float:
@@ -94,11 +100,8 @@ def check(profile: Profile, min_idle_share: float = idle_view.MIN_SHARE):
     if by_cause[cause] < 0.05 * idle:
         cause = "dispatch"
     per_step_idle = idle / len(steps)
-    yield Finding(
-        rule=RULE.id,
-        severity=RULE.severity,
-        title=f"the device is idle {pct(share)} of step time ({ms(per_step_idle)} per step on average): host-bound, "
-              f"mostly {cause}",
+    yield RULE.finding(
+        profile, message=MESSAGES[cause], share=share, saving=per_step_idle, cause=cause, impact=share,
         evidence={
             "idle_share": round(share, 4),
             "idle_per_step_ms": round(per_step_idle / 1e6, 3),
@@ -106,15 +109,7 @@ def check(profile: Profile, min_idle_share: float = idle_view.MIN_SHARE):
             "host_time_in_steps_ms": {k: round(v / 1e6, 3) for k, v in by_cause.items()},
             "likely_cause": cause,
             "steps_measured": len(steps),
-        },
-        recommendation=Recommendation(
-            text=ADVICE[cause],
-            expected=Expected("step_time", round(per_step_idle / 1e6, 3), "ms",
-                              f"up to {ms(per_step_idle)} per step, the measured device idle time"),
-            cost=COST[cause],
-        ),
-        impact=share,
-    )
+        })
 
 
 def notes(profile: Profile) -> list[str]:
@@ -130,6 +125,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="the device sits idle inside steps waiting on the host (sync, transfers, dispatch)",
     check=check,
+    message=MESSAGE,
     needs=("steps",),
     binds=("min_idle_share",),
     doc=__doc__,

@@ -33,12 +33,22 @@ device, and fetch results back only when needed.
 
 from __future__ import annotations
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import mib, ms, pct
+from advisor.units import mib
 
 from advisor.views.step_time import steps_total_ns
+
+MESSAGE = Message(
+    title="{kinds} copies {when} take {share:pct} of step time ({saving:ms} per step{size})",
+    fix="move the next batch to the device while the current step runs (jax.device_put ahead of time or "
+        "flax.jax_utils.prefetch_to_device), keep constant data on the device, fetch results back rarely",
+    gain="up to {saving:ms} per step, the measured copy time",
+    cost="one more batch held in device memory while prefetching",
+)
+# on the CPU backend the copy is a host memcpy: an info finding, and a small gain
+ON_CPU = MESSAGE.but(fix=MESSAGE.fix + "; on the CPU backend the copy is a host memcpy, so expect a small gain")
 
 
 def check(profile: Profile, min_share: float = 0.05, min_bytes_per_step: int = 16 * 1024 * 1024):
@@ -58,32 +68,19 @@ def check(profile: Profile, min_share: float = 0.05, min_bytes_per_step: int = 1
     if share < min_share and not big:
         return
     kinds = sorted({t.kind for t in in_steps})
-    size_text = f", {mib(bytes_per_step)} per step" if bytes_per_step is not None else \
-        "; the CPU trace records no sizes"
     cpu = profile.backend == "cpu"
-    when = "every step" if len(in_steps) >= len(steps) else f"in most steps ({len(in_steps)} copies in {len(steps)} steps)"
-    yield Finding(
-        rule=RULE.id,
-        severity="info" if cpu else RULE.severity,
-        title=f"{'/'.join(kinds)} copies {when} take {pct(share)} of step time "
-              f"({ms(time_ns / len(steps))} per step{size_text})",
+    yield RULE.finding(
+        profile, message=ON_CPU if cpu else MESSAGE, severity="info" if cpu else None, impact=share,
+        kinds="/".join(kinds), share=share, saving=time_ns / len(steps),
+        when="every step" if len(in_steps) >= len(steps) else f"in most steps ({len(in_steps)} copies in {len(steps)} steps)",
+        size=f", {mib(bytes_per_step)} per step" if bytes_per_step is not None else "; the CPU trace records no sizes",
         evidence={
             "copies_per_step": round(len(in_steps) / len(steps), 2),
             "copy_time_per_step_ms": round(time_ns / len(steps) / 1e6, 3),
             "share_of_step_time": round(share, 4),
             "bytes_per_step": int(bytes_per_step) if bytes_per_step is not None else None,
             "kinds": kinds,
-        },
-        recommendation=Recommendation(
-            text="move the next batch to the device while the current step runs (jax.device_put ahead of time or "
-                 "flax.jax_utils.prefetch_to_device), keep constant data on the device, fetch results back rarely"
-                 + ("; on the CPU backend the copy is a host memcpy, so expect a small gain" if cpu else ""),
-            expected=Expected("step_time", round(time_ns / len(steps) / 1e6, 3), "ms",
-                              f"up to {ms(time_ns / len(steps))} per step, the measured copy time"),
-            cost="one more batch held in device memory while prefetching",
-        ),
-        impact=share,
-    )
+        })
 
 
 def recurring(copies: list, steps: int) -> list:
@@ -107,6 +104,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="large host-to-device or device-to-host copies every step",
     check=check,
+    message=MESSAGE,
     needs=("steps",),
     doc=__doc__,
 )

@@ -40,11 +40,28 @@ to loop under jit instead.
 
 from __future__ import annotations
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import ms, pct
 from advisor.views import idle as idle_view, kernels
+
+MESSAGE = Message(
+    title="{device}: {count:,.0f} kernels under {small_us:g} µs (mean {mean_us:,.1f} µs) {steps} take {share:pct} of "
+          "kernel time ({small:ms}){waits}: launch-bound{one_by_one}",
+    fix="give each kernel more work: a larger batch, lax.scan or lax.fori_loop instead of a Python loop over jitted "
+        "calls, and fewer, larger jitted functions (jit the whole step)",
+    gain="up to {gaps:ms} {each}: the measured gaps between launches, which fewer launches remove; more from fewer, "
+         "larger kernels (the {small:ms} {each} of kernels under {small_us:g} µs is mostly their fixed cost)",
+    cost="a larger batch needs more device memory and may change convergence; a scan compiles its body once and runs "
+         "it sequentially; CUDA graphs are recorded once per program, at its first run",
+)
+NO_GAPS = MESSAGE.but(gain="up to {small:ms} {each}: the measured time of the kernels under {small_us:g} µs, most of "
+                           "it their fixed cost")
+# CUDA graphs only help a program that launches several kernels per run; a Python loop over a
+# one-kernel jitted call gains nothing from them (XLA's minimum graph size is 5 thunks)
+GRAPHS = "let XLA launch the step's kernels as CUDA graphs (command buffers, on by default: XLA_FLAGS must not set " \
+         "--xla_gpu_enable_command_buffer= empty), which replaces thousands of launches by a few; and "
 
 
 def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_gap_share: float = 0.1):
@@ -53,7 +70,6 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
     gaps = view.launch_ns / len(view.steps) if view is not None and view.steps else 0.0
     gap_share = view.launch_share if view is not None else 0.0
     small_of = kernels.of(profile)
-    SMALL_KERNEL_NS = small_of.threshold_ns
     for d in profile.active_devices:
         if not d.kernel_count or not d.kernel_ns:
             continue
@@ -64,26 +80,19 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
             continue
         mean_us = small_kernels.ns / max(small_kernels.count, 1) / 1e3
         small = small_kernels.ns / per
-        steps = "per step" if profile.steps else "over the traced window, which has no steps,"
-        each = "per step" if profile.steps else "over the traced window"
         one_by_one = not d.graph_launches
-        waits = (f"; the device waits {pct(gap_share)} of the step ({ms(gaps)}) in gaps under "
-                 f"{idle_view.LAUNCH_GAP_NS / 1e3:g} µs between them" if gap_share >= min_gap_share else "")
-        text = ("give each kernel more work: a larger batch, lax.scan or lax.fori_loop instead of a Python loop "
-                "over jitted calls, and fewer, larger jitted functions (jit the whole step)")
-        # CUDA graphs only help a program that launches several kernels per run; a Python loop over a
-        # one-kernel jitted call gains nothing from them (XLA's minimum graph size is 5 thunks)
         most = _kernels_per_program(profile, d.name)
+        message = MESSAGE if gaps else NO_GAPS
         if one_by_one and profile.backend == "gpu" and most >= _MIN_GRAPH:
-            text = ("let XLA launch the step's kernels as CUDA graphs (command buffers, on by default: XLA_FLAGS "
-                    "must not set --xla_gpu_enable_command_buffer= empty), which replaces thousands of launches "
-                    "by a few; and " + text)
-        yield Finding(
-            rule=RULE.id,
-            severity=RULE.severity,
-            title=f"{d.name}: {count:,.0f} kernels under {SMALL_KERNEL_NS / 1e3:g} µs (mean {mean_us:,.1f} µs) {steps} "
-                  f"take {pct(share)} of kernel time ({ms(small)}){waits}: launch-bound"
-                  + (", kernels launched one by one" if one_by_one and profile.backend == "gpu" else ""),
+            message = message.but(fix=GRAPHS + message.fix)
+        yield RULE.finding(
+            profile, message=message, device=d.name, count=count, small_us=small_of.threshold_ns / 1e3, mean_us=mean_us,
+            steps="per step" if profile.steps else "over the traced window, which has no steps,",
+            each="per step" if profile.steps else "over the traced window", share=share, small=small, gaps=gaps,
+            saving=gaps or small, impact=max(share, gap_share),
+            waits=(f"; the device waits {pct(gap_share)} of the step ({ms(gaps)}) in gaps under "
+                   f"{idle_view.LAUNCH_GAP_NS / 1e3:g} µs between them" if gap_share >= min_gap_share else ""),
+            one_by_one=", kernels launched one by one" if one_by_one and profile.backend == "gpu" else "",
             evidence={
                 "device": d.name,
                 "small_kernels_per_step": round(count, 1),
@@ -98,22 +107,7 @@ def check(profile: Profile, min_kernels: int = 200, min_share: float = 0.3, min_
                 # launches onto an idle device: the launch's own overhead (queued ones measure the host's lead)
                 "launch_overhead_median_us": round(d.launch_overhead_median_ns / 1e3, 2)
                 if d.launch_overhead_median_ns is not None else None,
-            },
-            recommendation=Recommendation(
-                text=text,
-                expected=Expected("step_time", round((gaps or small) / 1e6, 3), "ms",
-                                  f"up to {ms(gaps)} {each}: the measured gaps between launches, which fewer "
-                                  f"launches remove; more from fewer, larger kernels (the {ms(small)} {each} of "
-                                  f"kernels under {SMALL_KERNEL_NS / 1e3:g} µs is mostly their fixed cost)"
-                                  if gaps else
-                                  f"up to {ms(small)} {each}: the measured time of the kernels under "
-                                  f"{SMALL_KERNEL_NS / 1e3:g} µs, most of it their fixed cost"),
-                cost="a larger batch needs more device memory and may change convergence; a scan compiles "
-                     "its body once and runs it sequentially; CUDA graphs are recorded once per program, at its "
-                     "first run",
-            ),
-            impact=max(share, gap_share),
-        )
+            })
 
 
 _MIN_GRAPH = 5      # XLA's --xla_gpu_graph_min_graph_size default: fewer thunks run without a graph
@@ -134,6 +128,7 @@ RULE = Rule(
     backends=("gpu", "tpu"),
     summary="many kernels under 10 µs per step: the device spends its time launching them",
     check=check,
+    message=MESSAGE,
     needs=("kernels",),
     doc=__doc__,
 )

@@ -33,11 +33,22 @@ einsums so each one's output order is the next one's input order.
 
 from __future__ import annotations
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import ms, pct, si
+from advisor.units import pct, si
 from advisor.views import ops as ops_view, peak as peak_view
+
+MESSAGE = Message(
+    title="layout transposes and copies take {share:pct} of device op time ({saving:ms} per step, {count} ops){at}; "
+          "the longest: {top}",
+    fix="keep one layout end to end: NHWC for convolutions (dimension_numbers=(\"NHWC\", \"HWIO\", \"NHWC\"), Flax's "
+        "default), einsums whose output order is the next op's input order, and no jnp.transpose or swapaxes between "
+        "ops that could take the data as it is",
+    gain="up to {saving:ms} per step, the measured time of the layout ops",
+    cost="code changes where layouts are chosen; none at run time",
+)
+
 
 def check(profile: Profile, min_share: float = 0.15):
     ops = ops_view.of(profile)
@@ -56,29 +67,16 @@ def check(profile: Profile, min_share: float = 0.15):
                                          f"{si(peak.bytes_per_s, 'B/s')}, {peak.source})"
                                              if peak and peak.bytes_per_s and rate <= peak.bytes_per_s else "")
     top = layout[0]
-    yield Finding(
-        rule=RULE.id,
-        severity=RULE.severity,
-        title=f"layout transposes and copies take {pct(share)} of device op time ({ms(time / per)} per step, "
-              f"{len(layout)} ops){at}; the longest: {top.name}",
+    yield RULE.finding(
+        profile, share=share, saving=time / per, count=len(layout), at=at, top=top.name, impact=share,
+        source=str(top.instruction.source) if top.instruction.source else None,
         evidence={
             "layout_share_of_op_time": round(share, 4),
             "layout_time_per_step_ms": round(time / per / 1e6, 3),
             "bytes_per_step": int(sum(r.bytes for r in layout) / per),
             "ops": [{"op": r.name, "module": r.module, "opcode": r.instruction.opcode, "shape": r.instruction.shape,
                      "time_per_step_ms": round(r.time_ns / per / 1e6, 3)} for r in layout[:8]],
-        },
-        recommendation=Recommendation(
-            text="keep one layout end to end: NHWC for convolutions (dimension_numbers=(\"NHWC\", \"HWIO\", "
-                 "\"NHWC\"), Flax's default), einsums whose output order is the next op's input order, and no "
-                 "jnp.transpose or swapaxes between ops that could take the data as it is",
-            expected=Expected("step_time", round(time / per / 1e6, 3), "ms",
-                              f"up to {ms(time / per)} per step, the measured time of the layout ops"),
-            cost="code changes where layouts are chosen; none at run time",
-        ),
-        impact=share,
-        source=str(top.instruction.source) if top.instruction.source else None,
-    )
+        })
 
 
 RULE = Rule(
@@ -87,6 +85,7 @@ RULE = Rule(
     backends=("gpu", "tpu"),
     summary="transposes and layout copies (memory-bound, no compute) take a material share of device time",
     check=check,
+    message=MESSAGE,
     needs=("hlo",),
     doc=__doc__,
 )

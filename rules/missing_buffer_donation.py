@@ -38,12 +38,24 @@ from __future__ import annotations
 
 import re
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import mib, pct
 
-from advisor.remedies import Kind, Remedy, advice, severity
+from advisor.remedies import Kind, Remedy, config_for, severity
+
+MESSAGE = Message(
+    title="no input is donated: {saving:mib} of state ({share:pct} of peak memory) is held twice",
+    bundled="donate the train state (and metrics) to the jitted step: jax.jit(step, donate_argnames=(\"state\", "
+            "\"metrics\"))",
+    metric="peak_memory",
+    gain="up to {saving:mib} less device memory: the old state is reused for the new",
+    cost="none at run time; the donated arguments cannot be used after the call",
+)
+# the user's code, where the trace names the step's arguments that hold the state
+NAMED = MESSAGE.but(fix="donate the arguments that hold the train state, {names} (the step returns their arrays "
+                        "updated): `jax.jit(train_step, donate_argnames=({listed}))` (NNX: `nnx.jit`), and do not "
+                        "reuse them after the call")
 
 
 def check(profile: Profile, min_bytes: int = 4 * 1024 * 1024):
@@ -57,19 +69,12 @@ def check(profile: Profile, min_bytes: int = 4 * 1024 * 1024):
     if donatable < min_bytes:
         return
     remedy = Remedy(Kind.DONATE, "state")
-    text, config = advice(profile, remedy, "donate the train state (and metrics) to the jitted step: "
-                                           "jax.jit(step, donate_argnames=(\"state\", \"metrics\"))")
     names = argument_names(module, state)
-    if names and not config:
-        listed = ", ".join(f'"{n}"' for n in names) + ("," if len(names) == 1 else "")
-        text = (f"donate the arguments that hold the train state, {', '.join(names)} (the step returns their "
-                f"arrays updated): `jax.jit(train_step, donate_argnames=({listed}))` (NNX: `nnx.jit`), and do not "
-                "reuse them after the call")
     biggest = sorted(state.items(), key=lambda kv: -kv[1])[:5]
-    yield Finding(
-        rule=RULE.id,
-        severity=severity(profile, remedy, share, RULE.severity, donatable),
-        title=f"no input is donated: {mib(donatable)} of state ({pct(share)} of peak memory) is held twice",
+    yield RULE.finding(
+        profile, message=NAMED if names and not config_for(profile, remedy) else MESSAGE, remedy=remedy,
+        severity=severity(profile, remedy, share, RULE.severity, donatable), impact=share, saving=donatable,
+        share=share, names=", ".join(names), listed=", ".join(f'"{n}"' for n in names) + ("," if len(names) == 1 else ""),
         evidence={
             "donatable_bytes": donatable,
             "updated_inputs": len(state),
@@ -81,17 +86,7 @@ def check(profile: Profile, min_bytes: int = 4 * 1024 * 1024):
             "largest_inputs": [{"parameter": n, "bytes": b} for n, b in biggest],
             "state_arguments": names,
             "module": module.key,
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=config,
-            remedy=remedy,
-            expected=Expected("peak_memory", donatable, "bytes",
-                              f"up to {mib(donatable)} less device memory: the old state is reused for the new"),
-            cost="none at run time; the donated arguments cannot be used after the call",
-        ),
-        impact=share,
-    )
+        })
 
 
 def argument_names(module, state: dict[int, int]) -> list[str]:
@@ -116,6 +111,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="the jitted step's large inputs are not aliased to its outputs (no donation)",
     check=check,
+    message=MESSAGE,
     needs=("hlo", "buffers"),
     doc=__doc__,
 )

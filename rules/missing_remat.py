@@ -58,18 +58,41 @@ scan over them with the remat inside (`nn.scan(nn.remat(Block))`, `nnx.scan` + `
 
 from __future__ import annotations
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.views import ops as ops_view
-from advisor.units import flop, mib, ms, pct
+from advisor.units import flop, ms
 
-from advisor.remedies import Kind, Remedy, advice, buys, severity
+from advisor.remedies import Kind, Remedy, severity
 
 from advisor.views.activations import activations, is_training_step
 from advisor.views.layers import heterogeneous_layers, layers_in, source_of
 
 from ._common import kept_by_remat, measured_by
+
+MESSAGE = Message(      # the layers in a scan
+    title="no remat: activations are {share_of_peak:pct} of peak memory ({activations:mib} of {peak:mib}); remat "
+          "would free about {saving:mib}",
+    bundled="rematerialize the large blocks (Flax: nn.remat(Block, prevent_cse=False); the bundled Transformer: "
+            "remat=MLP+Attn)",
+    buys=True,
+    metric="peak_memory",
+    gain="about {saving:mib} less peak memory (from {peak:mib} to about {after:mib}): the activations at peak less "
+         "the block inputs remat keeps and one layer's recomputed activations",
+    cost="{recompute}",
+)
+# unrolled layers of different shapes: they cannot be stacked into a scan
+MIXED = MESSAGE.but(fix="{advice}; the layers differ in shape, so they cannot be stacked into a scan: remat each block "
+                        "where it is, and check the compiled peak (advisor.verify), as XLA may schedule an unrolled "
+                        "model's recomputation early and free less")
+# unrolled layers of one shape: remat inside a scan
+UNROLLED = MESSAGE.but(
+    bundled="scan over the layers with the blocks rematted inside (scan_layers=true, remat=MLP+Attn): unrolled, XLA "
+            "schedules the recomputation early and remat alone frees nothing",
+    gain=MESSAGE.gain + ", with the layers in a scan",
+    cost="{recompute}; scanning adds stacking copies of the block inputs",
+)
 
 
 def scanned(profile: Profile, acts) -> bool:
@@ -103,51 +126,22 @@ def check(profile: Profile, min_share: float = 0.2, min_bytes: int = 16 * 1024 *
     if share < min_share:
         return
     largest = sorted(acts, key=lambda b: -b.bytes)[:5]
-    source = source_of(profile, largest)
     remedy = Remedy(Kind.REMAT, "blocks" if in_scan or mixed else "scanned_blocks")
-    text, config = advice(profile, remedy, (
-        "rematerialize the large blocks (Flax: nn.remat(Block, prevent_cse=False); the bundled Transformer: "
-        "remat=MLP+Attn)" if in_scan or mixed else
-        "scan over the layers with the blocks rematted inside (scan_layers=true, remat=MLP+Attn): unrolled, XLA "
-        "schedules the recomputation early and remat alone frees nothing"), source)
-    if mixed:
-        text += ("; the layers differ in shape, so they cannot be stacked into a scan: remat each block where it "
-                 "is, and check the compiled peak (advisor.verify), as XLA may schedule an unrolled model's "
-                 "recomputation early and free less")
-    sev = severity(profile, remedy, share, RULE.severity)
-    if sev == "info":
-        text += "; " + buys(profile, saving)
-    structure = "scan" if in_scan else "unrolled, layers of different shapes" if mixed else "unrolled"
-    yield Finding(
-        rule=RULE.id,
-        severity=sev,
-        title=f"no remat: activations are {pct(act_bytes / memory.peak_bytes)} of peak memory "
-              f"({mib(act_bytes)} of {mib(memory.peak_bytes)}); remat would free about {mib(saving)}",
+    yield RULE.finding(
+        profile, message=MESSAGE if in_scan else MIXED if mixed else UNROLLED, remedy=remedy,
+        severity=severity(profile, remedy, share, RULE.severity), impact=share, source=source_of(profile, largest),
+        share_of_peak=act_bytes / memory.peak_bytes, activations=act_bytes, peak=memory.peak_bytes, saving=saving,
+        after=memory.peak_bytes - saving, recompute=recompute_cost(profile),
         evidence={
             "activation_bytes": act_bytes,
             "peak_bytes": memory.peak_bytes,
             "share_of_peak": round(act_bytes / memory.peak_bytes, 4),
             "estimated_saving_bytes": saving,
-            "layers": structure,
+            "layers": "scan" if in_scan else "unrolled, layers of different shapes" if mixed else "unrolled",
             "largest_activations": [{"shape": b.shape, "bytes": b.bytes, "instruction": b.instruction}
                                     for b in largest],
             "module": memory.module,
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=config,
-            remedy=remedy,
-            expected=Expected("peak_memory", saving, "bytes",
-                              f"about {mib(saving)} less peak memory (from {mib(memory.peak_bytes)} to about "
-                              f"{mib(memory.peak_bytes - saving)}): the activations at peak less the block "
-                              f"inputs remat keeps and one layer's recomputed activations"
-                              + ("" if in_scan or mixed else ", with the layers in a scan")),
-            cost=recompute_cost(profile)
-                 + ("" if in_scan or mixed else "; scanning adds stacking copies of the block inputs"),
-        ),
-        impact=share,
-        source=source,
-    )
+        })
 
 
 def recompute_cost(profile: Profile) -> str:
@@ -180,6 +174,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="no rematerialization while remat would free a material share of peak memory",
     check=check,
+    message=MESSAGE,
     needs=("hlo", "buffers"),
     doc=__doc__,
 )

@@ -38,14 +38,28 @@ measured schedule time, scaled by (1 + (S-1)/(L*M')) / (1 + (S-1)/(L*M)).
 
 from __future__ import annotations
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
-from advisor.remedies import Kind, Remedy, advice, severity
+from advisor.remedies import Kind, Remedy, severity
 from advisor.rule import Rule
-from advisor.units import ms, pct
 from advisor.views import parallelism, step_time
 
 MAX_FACTOR = 64     # look at most this many times the microbatches today
+MESSAGE = Message(
+    title="pipeline bubble: {bubble:pct} of the schedule's iterations are padding ({padding} of {iterations} per stage; "
+          "{counts} over {axis})",
+    bundled="split the batch into {target} microbatches instead of {m}: the bubble drops from {bubble:pct} to "
+            "{after:pct}{loops} (--set parallel.pipeline.microbatches={target})",
+    gain="about {saving:ms} per step on each device: the schedule loops' measured {now:ms} scaled by "
+         "(1 + (S-1)/(L*M')) / (1 + (S-1)/(L*M)), at the same utilization per microbatch",
+    cost="microbatches {smaller:g}x smaller: smaller matmuls use each device less well; {transfers} instead of "
+         "{iterations} stage-to-stage transfers per schedule, each {smaller:g}x smaller; the schedule loop's saved "
+         "activations per iteration shrink with the microbatch",
+)
+YOUR_CODE = MESSAGE.but(        # not a bundled workload: a looping pipeline is the other lever
+    fix="split the batch into {target} microbatches instead of {m}{loops}: the bubble drops from {bubble:pct} to "
+        "{after:pct} of the pipeline's iterations; or a looping pipeline (Part 3.2: L layers per stage, round-robin), "
+        "which multiplies the work iterations by L for the same S - 1 padding iterations")
 
 
 def target_microbatches(pipe, max_bubble: float, batch: int = 0) -> int:
@@ -85,26 +99,15 @@ def check(profile: Profile, max_bubble: float = 0.2):
     step_ns = step_time.of(profile).median_ns or 0.0
     share = saving_ns / step_ns if step_ns else pipe.bubble_fraction - after
     loops = pipe.loops or 1
-    counts = (f"{pipe.stages} stages, {m} microbatches" + (f" x {loops} loops" if loops > 1 else "")
-              if known else f"{pipe.stages} stages, {m} microbatch-iterations (microbatches x loops)")
     remedy = Remedy(Kind.MORE_MICROBATCHES, "pipeline", target)
-    loops_text = (f" (loops x microbatches {loops * target})" if loops > 1 else "")
-    text, config = advice(
-        profile, remedy,
-        f"split the batch into {target} microbatches instead of {m}: the bubble drops from "
-        f"{pct(pipe.bubble_fraction)} to {pct(after)}{loops_text} (--set parallel.pipeline.microbatches={target})")
-    if not profile.run_metadata.get("workload"):
-        text = (f"split the batch into {target} microbatches instead of {m}{loops_text}: the bubble drops from "
-                f"{pct(pipe.bubble_fraction)} to {pct(after)} of the pipeline's iterations; or a looping pipeline "
-                "(Part 3.2: L layers per stage, round-robin), which multiplies the work iterations by L for the "
-                "same S - 1 padding iterations")
-    expected = (f"about {ms(saving_ns)} per step on each device: the schedule loops' measured {ms(now_ns)} scaled "
-                f"by (1 + (S-1)/(L*M')) / (1 + (S-1)/(L*M)), at the same utilization per microbatch")
-    yield Finding(
-        rule=RULE.id,
-        severity=severity(profile, remedy, share, RULE.severity),
-        title=f"pipeline bubble: {pct(pipe.bubble_fraction)} of the schedule's iterations are padding "
-              f"({pipe.padding_iterations} of {pipe.iterations} per stage; {counts} over {pipe.axis})",
+    yield RULE.finding(
+        profile, message=MESSAGE if profile.run_metadata.get("workload") else YOUR_CODE, remedy=remedy,
+        severity=severity(profile, remedy, share, RULE.severity), impact=share, bubble=pipe.bubble_fraction,
+        padding=pipe.padding_iterations, iterations=pipe.iterations, axis=pipe.axis, target=target, m=m, after=after,
+        counts=(f"{pipe.stages} stages, {m} microbatches" + (f" x {loops} loops" if loops > 1 else "") if known
+                else f"{pipe.stages} stages, {m} microbatch-iterations (microbatches x loops)"),
+        loops=f" (loops x microbatches {loops * target})" if loops > 1 else "", saving=saving_ns, now=now_ns,
+        smaller=target / m, transfers=pipe.stages - 1 + loops * target,
         evidence={
             "stages": pipe.stages,
             "microbatches": pipe.microbatches,
@@ -117,19 +120,7 @@ def check(profile: Profile, max_bubble: float = 0.2):
             "target_microbatches": target,
             "bubble_fraction_after": round(after, 4),
             "step_ms": round(step_ns / 1e6, 3) if step_ns else None,
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=config,
-            remedy=remedy,
-            expected=Expected("step_time", round(saving_ns / 1e6, 3), "ms", expected),
-            cost=(f"microbatches {target / m:g}x smaller: smaller matmuls use each device less well; "
-                  f"{pipe.stages - 1 + loops * target} instead of {pipe.iterations} stage-to-stage transfers per "
-                  f"schedule, each {target / m:g}x smaller; the schedule loop's saved activations per iteration "
-                  "shrink with the microbatch"),
-        ),
-        impact=share,
-    )
+        })
 
 
 RULE = Rule(
@@ -138,6 +129,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="a pipeline's schedule runs many padding iterations: more microbatches (or a looping pipeline) shrink it",
     check=check,
+    message=MESSAGE,
     needs=("hlo",),
     doc=__doc__,
 )

@@ -37,12 +37,20 @@ from __future__ import annotations
 import collections
 from typing import Optional
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import HloModule, Profile
 from advisor.rule import Rule
-from advisor.units import ms, pct
 
 from advisor.views.idle import compiles, warm_up_step
+
+MESSAGE = Message(
+    title="{count} compilation{s} inside the steps after the first took {total:ms} ({share:pct} of their time){which}"
+          "{what}",
+    fix="keep {name}'s input signature fixed{what}: pad or bucket shapes, drop ragged last batches, use static_argnames "
+        "only for flags with few values, pass changing numbers as arrays",
+    gain="{saving:ms} per step on average, the measured compile time",
+    cost="padding computes on filler elements; bucketing compiles once per bucket",
+)
 
 
 def _signature(module: HloModule) -> list[str]:
@@ -109,14 +117,11 @@ def check(profile: Profile, min_compiles: int = 1):
         source = next((str(i.source) for i in module.instructions.values() if i.source), None)
         if source:
             break
-    which = f"; {name} ran as {len(programs)} different programs" if name else ""
-    what = f" ({'; '.join(changed)})" if changed else ""
-    per_step_ns = total_ns / len(steps)
-    yield Finding(
-        rule=RULE.id,
-        severity="error" if share >= ESCALATE_SHARE else RULE.severity,
-        title=f"{len(events)} compilation{'s' if len(events) != 1 else ''} inside the steps after the first took "
-              f"{ms(total_ns)} ({pct(share)} of their time){which}{what}",
+    yield RULE.finding(
+        profile, severity="error" if share >= ESCALATE_SHARE else None, impact=min(share, 1.0), source=source,
+        count=len(events), s="s" if len(events) != 1 else "", total=total_ns, share=share, name=name or "the step",
+        which=f"; {name} ran as {len(programs)} different programs" if name else "", saving=total_ns / len(steps),
+        what=f" ({'; '.join(changed)})" if changed else "",
         evidence={
             "compilations": len(events),
             "compile_time_ms": round(total_ns / 1e6, 3),
@@ -125,18 +130,7 @@ def check(profile: Profile, min_compiles: int = 1):
             "programs": [m.key for m in sorted(programs, key=lambda m: m.program_id)],
             "changed": changed,
             "steps": len(profile.steps),
-        },
-        recommendation=Recommendation(
-            text=(f"keep {name or 'the step'}'s input signature fixed" + (f" ({'; '.join(changed)})" if changed else "")
-                  + ": pad or bucket shapes, drop ragged last batches, use static_argnames only for flags with "
-                    "few values, pass changing numbers as arrays"),
-            expected=Expected("step_time", round(per_step_ns / 1e6, 3), "ms",
-                              f"{ms(per_step_ns)} per step on average, the measured compile time"),
-            cost="padding computes on filler elements; bucketing compiles once per bucket",
-        ),
-        impact=min(share, 1.0),
-        source=source,
-    )
+        })
 
 
 def notes(profile: Profile) -> list[str]:
@@ -158,6 +152,7 @@ RULE = Rule(
     summary="XLA compiles inside profiled steps after the first (the same function compiled again)",
     escalation="error when compiling takes 20% or more of step time",
     check=check,
+    message=MESSAGE,
     needs=("two steps",),
     doc=__doc__,
     notes=notes,

@@ -32,17 +32,24 @@ from __future__ import annotations
 
 import collections
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.remedies import Kind, Remedy, advice
-from advisor.units import mib, pct
+from advisor.remedies import Kind, Remedy
 
 from advisor.views.activations import activations
 
 from ._common import bundled_config, kept_by_remat, measured_by, workload
 
 _MARK = "rematted_computation/"
+MESSAGE = Message(
+    title="the whole {scope} is rematted ({parts}), saving only about {extra:mib} ({share:pct} of peak) over "
+          "rematting its parts",
+    bundled="remat the sub-blocks ({kids}) instead of the whole {scope}",
+    saving=None,
+    gain="less recompute scheduling overhead (the tutorial: 0.96 s -> 0.91 s per step); {measured_by} measures it here",
+    cost="about {extra:mib} more peak memory",
+)
 
 
 def _broad_scopes(profile: Profile) -> dict[str, list[str]]:
@@ -84,13 +91,9 @@ def check(profile: Profile, max_saving_share: float = 0.1):
     if share >= max_saving_share:
         return
     scope, kids = next(iter(scopes.items()), ("block", ["mlp", "attn"]))
-    remedy = Remedy(Kind.REMAT, "sub_blocks")
-    text, change = advice(profile, remedy, f"remat the sub-blocks ({', '.join(kids)}) instead of the whole {scope}")
-    yield Finding(
-        rule=RULE.id,
-        severity=RULE.severity,
-        title=f"the whole {scope} is rematted ({' + '.join(kids)}), saving only about {mib(extra)} "
-              f"({pct(share)} of peak) over rematting its parts",
+    yield RULE.finding(
+        profile, remedy=Remedy(Kind.REMAT, "sub_blocks"), impact=0.05, scope=scope, parts=" + ".join(kids),
+        kids=", ".join(kids), extra=extra, share=share, measured_by=measured_by(profile, "run-workload --verify"),
         evidence={
             "rematted_scope": scope,
             "sub_blocks": kids,
@@ -98,18 +101,7 @@ def check(profile: Profile, max_saving_share: float = 0.1):
             "estimated_saving_over_finer_remat_bytes": int(extra),
             "peak_bytes": memory.peak_bytes,
             "share_of_peak": round(share, 4),
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=change,
-            remedy=remedy,
-            expected=Expected("step_time", None, "ms",
-                              "less recompute scheduling overhead (the tutorial: 0.96 s -> 0.91 s per step); "
-                              f"{measured_by(profile, 'run-workload --verify')} measures it here"),
-            cost=f"about {mib(extra)} more peak memory",
-        ),
-        impact=0.05,
-    )
+        })
 
 
 RULE = Rule(
@@ -118,6 +110,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="the whole block is rematted where rematting its parts saves nearly the same memory",
     check=check,
+    message=MESSAGE,
     needs=("hlo", "buffers"),
     doc=__doc__,
 )

@@ -56,13 +56,42 @@ for a larger batch or model. The bundled Transformer: `--set parallel.fsdp=true`
 
 from __future__ import annotations
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
-from advisor.remedies import Kind, Remedy, advice, buys, memory_pressure, severity
+from advisor.remedies import Kind, Remedy, buys, memory_pressure, severity
 from advisor.rule import Rule
-from advisor.units import mib, pct
 from advisor.views import parallelism
 from advisor.views.parallelism.state import state_parameters
+
+MESSAGE = Message(      # data parallelism, the whole state copied
+    title="each of the {devices} devices holds a full copy of the {state:mib} train state ({share:pct} of its peak "
+          "memory) while the batch is split over them",
+    bundled="shard the parameters and optimizer state over the data axis (FSDP): --set parallel.fsdp=true",
+    metric="peak_memory",
+    gain="about {saving:mib} less memory per device: the state x (1 - 1/{devices})",
+    cost="parameters are all-gathered before use (up to {gather:mib} per device per step, twice if the backward pass "
+         "gathers again) and gradients reduce-scattered (up to {gather:mib}) instead of all-reduced ({reduced:mib} per "
+         "device per step today, from the HLO): about the same bytes in more, smaller collectives; step time grows "
+         "where they are not hidden behind compute{buys}",
+)
+BESIDE = MESSAGE.but(   # part of the state split already (FSDP parameters): the replicated rest
+    title="{state:mib} of the train state is replicated on each of the {devices} devices ({share:pct} of its peak "
+          "memory) beside {split:mib} split over them: part of the state (optimizer leaves beside sharded parameters, "
+          "as AdamW's moments from a replicated jax.jit(tx.init)) is not sharded like the rest",
+    fix="shard the optimizer state like the parameters: build it with out_shardings taken from the parameters' "
+        "(jax.jit(tx.init, out_shardings=...) per leaf, not one replicated NamedSharding), and keep those shardings in "
+        "the step's in_shardings and out_shardings; {advice}",
+)
+PARTIAL = MESSAGE.but(  # split over the model axes (pipeline stages, tensor shards), copied over data
+    title="the {state:mib} train state per device is split over {split} but copied over {over} ({copies} copies, "
+          "{share:pct} of each device's peak memory)",
+    bundled="shard the parameters and optimizer state over the {axis} axis too (FSDP over {axis}, keeping the {split} "
+            "split): --set parallel.fsdp=true",
+    gain="about {saving:mib} less memory per device: the copied state x (1 - 1/{size})",
+    cost="each step all-gathers the parameters over {axis} before use and reduce-scatters their gradients instead of "
+         "all-reducing them ({reduced:mib} per device per step today, from the HLO): about the same bytes in more, "
+         "smaller collectives; step time grows where they are not hidden{buys}",
+)
 
 
 def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: float = 0.1):
@@ -97,28 +126,11 @@ def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: f
     # some of the state is split already (FSDP parameters): the replicated rest is what is left to shard
     beside = split * devices >= 0.1 * state
     remedy = Remedy(Kind.FSDP, "state")
-    text, config = advice(profile, remedy, "shard the parameters and optimizer state over the data axis "
-                                           "(FSDP): --set parallel.fsdp=true")
-    if beside:
-        text = ("shard the optimizer state like the parameters: build it with out_shardings taken from the "
-                "parameters' (jax.jit(tx.init, out_shardings=...) per leaf, not one replicated NamedSharding), "
-                "and keep those shardings in the step's in_shardings and out_shardings; " + text)
-    pressure = memory_pressure(profile)
-    cost = (f"parameters are all-gathered before use (up to {mib(gather)} per device per step, twice if the "
-            f"backward pass gathers again) and gradients reduce-scattered (up to {mib(gather)}) instead of all-reduced "
-            f"({mib(int(2 * all_reduce * ring))} per device per step today, from the HLO): about the same bytes "
-            "in more, smaller collectives; step time grows where they are not hidden behind compute")
-    if not pressure:
-        cost += f"; {buys(profile, saving)}"
-    yield Finding(
-        rule=RULE.id,
-        severity=severity(profile, remedy, share, RULE.severity, saving),
-        title=(f"{mib(state)} of the train state is replicated on each of the {devices} devices ({pct(share)} of "
-               f"its peak memory) beside {mib(split)} split over them: part of the state (optimizer leaves beside "
-               "sharded parameters, as AdamW's moments from a replicated jax.jit(tx.init)) is not sharded like the rest"
-               if beside else
-               f"each of the {devices} devices holds a full copy of the {mib(state)} train state "
-               f"({pct(share)} of its peak memory) while the batch is split over them"),
+    yield RULE.finding(
+        profile, message=BESIDE if beside else MESSAGE, remedy=remedy, impact=share * (1 - 1 / devices),
+        severity=severity(profile, remedy, share, RULE.severity, saving), devices=devices, state=state, share=share,
+        split=split, saving=saving, gather=gather, reduced=int(2 * all_reduce * ring),
+        buys="" if memory_pressure(profile) else f"; {buys(profile, saving)}",
         evidence={
             "devices": devices,
             "state_bytes_per_device": state,
@@ -129,17 +141,7 @@ def check(profile: Profile, min_state_bytes: int = 4 * 1024 * 1024, min_share: f
             "gradient_all_reduce_bytes": all_reduce,
             "collective_bytes_per_device_per_step": moved_now,
             "module": module.key,
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=config,
-            remedy=remedy,
-            expected=Expected("peak_memory", saving, "bytes",
-                              f"about {mib(saving)} less memory per device: the state x (1 - 1/{devices})"),
-            cost=cost,
-        ),
-        impact=share * (1 - 1 / devices),
-    )
+        })
 
 
 def _partial(profile: Profile, module, view, min_state_bytes: int, min_share: float):
@@ -152,24 +154,16 @@ def _partial(profile: Profile, module, view, min_state_bytes: int, min_share: fl
         return
     data = view.axis(state.data_axis)
     saving = state.fsdp_saving_bytes
-    split = ", ".join(state.split_over)
-    over = ", ".join(state.replicated_over)
     gathers = [r for r in view.collectives if r.role == "gradient-sync" and r.axis == state.data_axis]
     all_reduce = sum(r.bytes_per_step for r in gathers)
     remedy = Remedy(Kind.FSDP, "data_axis")
-    text, config = advice(profile, remedy, f"shard the parameters and optimizer state over the {state.data_axis} axis "
-                                           f"too (FSDP over {state.data_axis}, keeping the {split} split): "
-                                           "--set parallel.fsdp=true")
-    cost = (f"each step all-gathers the parameters over {state.data_axis} before use and reduce-scatters their "
-            f"gradients instead of all-reducing them ({mib(all_reduce)} per device per step today, from the HLO): "
-            "about the same bytes in more, smaller collectives; step time grows where they are not hidden")
-    if not memory_pressure(profile):
-        cost += f"; {buys(profile, saving)}"
-    yield Finding(
-        rule=RULE.id,
-        severity=severity(profile, remedy, share, RULE.severity, saving),
-        title=f"the {mib(copied)} train state per device is split over {split} but copied over {over} "
-              f"({data.size if data else '?'} copies, {pct(share)} of each device's peak memory)",
+    yield RULE.finding(
+        profile, message=PARTIAL, remedy=remedy, severity=severity(profile, remedy, share, RULE.severity, saving),
+        impact=share * (1 - 1 / (data.size if data else 2)), state=copied, split=", ".join(state.split_over),
+        over=", ".join(state.replicated_over), copies=data.size if data else "?", share=share,
+        axis=state.data_axis, saving=saving, size=data.size if data else "|data|",
+        reduced=all_reduce,
+        buys="" if memory_pressure(profile) else f"; {buys(profile, saving)}",
         evidence={
             "devices": len(profile.device_totals),
             "state_bytes_per_device": state.bytes_per_device,
@@ -182,18 +176,7 @@ def _partial(profile: Profile, module, view, min_state_bytes: int, min_share: fl
             "gradient_all_reduce_bytes_per_step": all_reduce,
             "fsdp_saving_bytes": saving,
             "module": module.key,
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=config,
-            remedy=remedy,
-            expected=Expected("peak_memory", saving, "bytes",
-                              f"about {mib(saving)} less memory per device: the copied state x "
-                              f"(1 - 1/{data.size if data else '|data|'})"),
-            cost=cost,
-        ),
-        impact=share * (1 - 1 / (data.size if data else 2)),
-    )
+        })
 
 
 def _pmap_copies(module) -> bool:
@@ -212,6 +195,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="data parallelism with the parameters and optimizer state copied on every device (no FSDP)",
     check=check,
+    message=MESSAGE,
     needs=("hlo", "buffers"),
     doc=__doc__,
 )

@@ -50,12 +50,12 @@ that ran them.
 from __future__ import annotations
 
 from advisor.categories import categorize
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message, fill
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import ms, pct
+from advisor.units import ms
 
-from advisor.remedies import Kind, Remedy, advice, config_for, severity
+from advisor.remedies import Kind, Remedy, config_for, severity
 
 from advisor.views.layers import stacking_copies
 from advisor.views.step_time import per_step
@@ -65,33 +65,54 @@ from advisor.views import parallelism, step_time
 
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies
 
-
-def _expected_text(profile: Profile, remedy: Remedy, copies_ns: float, ops, stacked_shapes, devices: int) -> str:
-    """The gain: the stacking copies' measured time, the part of the step the fix removes for sure.
-    What else unrolling changes (the loop's slices of the stacked buffers, its per-layer iterations,
-    fusion across layers, a larger program) one trace cannot weigh: on a GPU it has only added to the
-    gain (the H100 measurement below), so the copies are a lower bound there; on a CPU a re-run has
-    measured unrolling both faster and slower than that, so it is an estimate, never a bound."""
-    if remedy.kind is not Kind.UNROLL_LAYERS:
-        return f"up to {ms(copies_ns)} per step, the measured time of the stacking copies"
-    slices = sum(op.self_ns for op, ins in ops if ins and ins.in_loop_body and ins.does("dynamic-slice")
-                 and not ins.does("dynamic-update-slice"))
-    slices_ns = per_step(profile, slices) / devices
-    also = (f"; unrolling also removes the loop's slicing of stacked buffers ({ms(slices_ns)} per step measured) "
-            if slices_ns > 0 else "; unrolling also removes ") + "and its per-layer loop iterations"
-    if profile.backend == "gpu":
-        return (f"at least {ms(copies_ns)} per step (a lower bound): the measured time of the stacking copies{also}, "
-                "and lets XLA fuse across layers (the tutorial's bfloat16 row on one H100: 201 -> 115 ms per step "
-                "unrolled, where the copies took 31.7 ms)")
-    return (f"about {ms(copies_ns)} per step, the measured time of the stacking copies{also}; on a CPU the larger "
-            f"unrolled program can also run slower, so this is an estimate: {measured_by(profile, '--verify')} "
-            "measures the step")
-
-
-def _recompute_cost(whose: str, profile: Profile) -> str:
-    return (f"{whose} forward runs again in the backward pass: more work (its FLOPs again), though not "
-            f"always more step time (fewer activations stored and read back): {measured_by(profile, '--verify')} "
-            "measures it")
+_TITLE = "scan stacking copies take {share:pct} of op time ({saving:ms} per step{split}): dynamic-update-slice into "
+_RECOMPUTE = (" forward runs again in the backward pass: more work (its FLOPs again), though not always more step time "
+              "(fewer activations stored and read back): {measured_by} measures it")
+# The gain: the stacking copies' measured time, the part of the step the fix removes for sure. What else
+# unrolling changes (the loop's slices of the stacked buffers, its per-layer iterations, fusion across
+# layers, a larger program) one trace cannot weigh: on a GPU it has only added to the gain (the H100
+# measurement below), so the copies are a lower bound there; on a CPU a re-run has measured unrolling both
+# faster and slower than that, so it is an estimate, never a bound.
+_UNROLLED_GAIN = ("about {saving:ms} per step, the measured time of the stacking copies{also}; on a CPU the larger "
+                  "unrolled program can also run slower, so this is an estimate: {measured_by} measures the step")
+_UNROLLED_GAIN_GPU = ("at least {saving:ms} per step (a lower bound): the measured time of the stacking copies{also}, "
+                      "and lets XLA fuse across layers (the tutorial's bfloat16 row on one H100: 201 -> 115 ms per step "
+                      "unrolled, where the copies took 31.7 ms)")
+MESSAGE = Message(      # a shallow model's layers in a scan: unroll them (or remat inside the scan)
+    title=_TITLE + "stacked per-layer buffers",
+    bundled="unroll the layers (scan_layers=False) for a shallow model, or remat the blocks inside the scan "
+            "(remat=MLP+Attn) so only each block's input is stacked",
+    fix="{advice}{or_remat}",
+    gain=_UNROLLED_GAIN,
+    cost="compile time grows with the layer count, and the HLO is larger",
+)
+REMATTED = MESSAGE.but(     # the blocks already rematted: unroll
+    bundled="unroll the layers (scan_layers=False) for a shallow model; the blocks are already rematted, so what is "
+            "stacked is each block's input",
+    fix="{advice}",
+)
+DEEP = MESSAGE.but(         # too many layers to unroll cheaply: remat inside the scan
+    bundled="remat the blocks inside the scan (remat=MLP+Attn): {layers} layers are too many to unroll cheaply",
+    fix="{advice}",
+    gain="up to {saving:ms} per step, the measured time of the stacking copies",
+    cost="the blocks'" + _RECOMPUTE,
+)
+OVER_TIME = DEEP.but(       # a recurrence (an RNN over time steps): there are no layers to unroll
+    title=_TITLE + "stacked per-time-step buffers",
+    bundled="the scan runs over time (a recurrence), not over layers: unrolling it is not the lever",
+    fix="the scan runs over time (a recurrence), not over layers, so unrolling is not the lever: {advice}; what is "
+        "stacked is then the carried state of each time step",
+    cost="the cell's" + _RECOMPUTE,
+)
+IN_SCHEDULE = DEEP.but(     # the pipeline's schedule loop, not a layer stack
+    title=_TITLE + "stacked per-iteration buffers of the pipeline schedule loop",
+    bundled="remat the stage step inside the pipeline's schedule loop ({iterations} iterations over {stages} stages): "
+            "wrap the stage function in jax.checkpoint so each iteration stacks only its stage input; the loop is the "
+            "pipeline schedule, not a layer stack, so unrolling it is not the lever",
+    cost="the stage step's" + _RECOMPUTE,
+)
+ALTERNATIVE = ("remat the blocks inside the scan (remat=MLP+Attn), so only each block's input is stacked",
+               "the blocks'" + _RECOMPUTE)    # beside unrolling, for a bundled workload: (text, cost)
 
 
 def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.10):
@@ -102,18 +123,17 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
     ops = [(op, profile.instruction(op)) for op in profile.ops if op.module == module]
     # The stacked buffers are what the loop's dynamic-update-slices write; outside the loop
     # XLA zero-fills (broadcast) and copies them: the same overhead, and gone when unrolled.
-    dus, fill = stacking_copies(profile)
+    dus, fill_ops = stacking_copies(profile)
     if not dus:
         return
-    stacked_shapes = {ins.shape for _, ins in dus}
     dus_ns = sum(op.self_ns for op, _ in dus)
-    fill_ns = sum(op.self_ns for op, _ in fill)
+    fill_ns = sum(op.self_ns for op, _ in fill_ops)
     share = (dus_ns + fill_ns) / total
     if dus_ns / total < min_share and share < min_total_share:
         return
     dus.sort(key=lambda pair: -pair[0].self_ns)
     stacked = []
-    for op, ins in dus:
+    for _, ins in dus:
         if ins.shape not in stacked:
             stacked.append(ins.shape)
     devices = max(1, len(profile.hosts[0].devices)) if profile.hosts else 1
@@ -128,47 +148,31 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
                                                for _, ins in dus)
     over_time = not in_schedule and not config and not _stacked_parameters(profile.modules[module], stacked)
     if in_schedule:
-        remedy, text = Remedy(Kind.REMAT, "stage"), (
-            f"remat the stage step inside the pipeline's schedule loop ({schedule.iterations} iterations over "
-            f"{schedule.stages} stages): wrap the stage function in jax.checkpoint so each iteration stacks only "
-            "its stage input; the loop is the pipeline schedule, not a layer stack, so unrolling it is not the lever")
-    elif over_time:       # a recurrence (an RNN over time steps): there are no layers to unroll
-        remedy, text = Remedy(Kind.REMAT, "cell"), (
-            "the scan runs over time (a recurrence), not over layers: unrolling it is not the lever")
+        message, remedy = IN_SCHEDULE, Remedy(Kind.REMAT, "stage")
+    elif over_time:
+        message, remedy = OVER_TIME, Remedy(Kind.REMAT, "cell")
     elif layers is not None and layers > UNROLL_MAX_LAYERS and not rematted:
-        remedy, text = Remedy(Kind.REMAT, "blocks"), (
-            f"remat the blocks inside the scan (remat=MLP+Attn): {layers} layers are too many to unroll cheaply")
-    elif rematted:
-        remedy, text = Remedy(Kind.UNROLL_LAYERS), (
-            "unroll the layers (scan_layers=False) for a shallow model; the blocks are already rematted, so what "
-            "is stacked is each block's input")
+        message, remedy = DEEP, Remedy(Kind.REMAT, "blocks")
     else:
-        remedy, text = Remedy(Kind.UNROLL_LAYERS), (
-            "unroll the layers (scan_layers=False) for a shallow model, or remat the blocks inside the scan "
-            "(remat=MLP+Attn) so only each block's input is stacked")
-    source = next((str(ins.source) for _, ins in dus if ins.source), None)
-    text, change = advice(profile, remedy, text, source)
+        message, remedy = REMATTED if rematted else MESSAGE, Remedy(Kind.UNROLL_LAYERS)
+        message = message.but(gain=_UNROLLED_GAIN_GPU) if profile.backend == "gpu" else message
     alternatives = []
-    if remedy.kind is Kind.UNROLL_LAYERS and not rematted and change:   # the fix's other half: remat in the scan
+    if remedy.kind is Kind.UNROLL_LAYERS and not rematted and config_for(profile, remedy):   # the fix's other half
         alt = config_for(profile, Remedy(Kind.REMAT, "scanned_blocks"))
         if alt:
-            alternatives.append({"config": alt, "text": "remat the blocks inside the scan (remat=MLP+Attn), so "
-                                 "only each block's input is stacked", "cost": _recompute_cost("the blocks'", profile)})
-    if over_time:
-        text = ("the scan runs over time (a recurrence), not over layers, so unrolling is not the lever: "
-                + text + "; what is stacked is then the carried state of each time step")
-    if remedy.kind is Kind.UNROLL_LAYERS and not rematted and not config and not in_schedule:
-        text += "; or remat the blocks inside the scan (Linen `nn.scan(nn.remat(Block))`, NNX `nnx.remat`)"
-    by_category = _by_category(profile, dus + fill, per_step_ns / (dus_ns + fill_ns) if dus_ns + fill_ns else 0.0)
-    copies = dus + [(op, ins) for op, ins in fill if ins.opcode == "copy"]
-    only_fill = ({categorize(ins, op.name) for op, ins in fill if ins.opcode != "copy"}
+            alternatives.append({"config": alt, "text": ALTERNATIVE[0],
+                                 "cost": fill(ALTERNATIVE[1], {"measured_by": measured_by(profile, "--verify")})})
+    by_category = _by_category(profile, dus + fill_ops, per_step_ns / (dus_ns + fill_ns) if dus_ns + fill_ns else 0.0)
+    copies = dus + [(op, ins) for op, ins in fill_ops if ins.opcode == "copy"]
+    only_fill = ({categorize(ins, op.name) for op, ins in fill_ops if ins.opcode != "copy"}
                  - {categorize(ins, op.name) for op, ins in copies})
-    yield Finding(
-        rule=RULE.id,
-        severity=severity(profile, remedy, share, RULE.severity),
-        title=f"scan stacking copies take {pct(share)} of op time ({ms(per_step_ns)} per step{_split(by_category, only_fill)}): "
-              f"dynamic-update-slice into stacked per-{'iteration' if in_schedule else 'time-step' if over_time else 'layer'} buffers"
-              + (" of the pipeline schedule loop" if in_schedule else ""),
+    yield RULE.finding(
+        profile, message=message, remedy=remedy, alternatives=alternatives, impact=share,
+        severity=severity(profile, remedy, share, RULE.severity), source=next((str(i.source) for _, i in dus if i.source), None),
+        share=share, saving=per_step_ns, split=_split(by_category, only_fill), layers=layers,
+        iterations=schedule.iterations if schedule else None, stages=schedule.stages if schedule else None,
+        or_remat="" if config else "; or remat the blocks inside the scan (Linen `nn.scan(nn.remat(Block))`, NNX `nnx.remat`)",
+        also=_also(profile, ops, devices), measured_by=measured_by(profile, "--verify"),
         evidence={
             "share_of_op_time": round(share, 4),
             "time_per_step_ms": round(per_step_ns / 1e6, 3),
@@ -182,21 +186,16 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
             "module": module,
             "devices": devices,
             "pipeline_schedule_loop": in_schedule,
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=change,
-            alternatives=alternatives,
-            remedy=remedy,
-            expected=Expected("step_time", round(per_step_ns / 1e6, 3), "ms",
-                              _expected_text(profile, remedy, per_step_ns, ops, stacked_shapes, devices)),
-            cost=("compile time grows with the layer count, and the HLO is larger" if remedy.kind is Kind.UNROLL_LAYERS
-                  else _recompute_cost("the cell's", profile) if over_time
-                  else _recompute_cost("the stage step's" if in_schedule else "the blocks'", profile)),
-        ),
-        impact=share,
-        source=source,
-    )
+        })
+
+
+def _also(profile: Profile, ops, devices: int) -> str:
+    """What else unrolling removes: the loop's slicing of stacked buffers (measured) and its iterations."""
+    slices = sum(op.self_ns for op, ins in ops if ins and ins.in_loop_body and ins.does("dynamic-slice")
+                 and not ins.does("dynamic-update-slice"))
+    slices_ns = per_step(profile, slices) / devices
+    return (f"; unrolling also removes the loop's slicing of stacked buffers ({ms(slices_ns)} per step measured) "
+            if slices_ns > 0 else "; unrolling also removes ") + "and its per-layer loop iterations"
 
 
 def _by_category(profile: Profile, ops, scale: float) -> dict[str, float]:
@@ -239,6 +238,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="dynamic-update-slice copies inside scan (while) bodies take a material share of op time",
     check=check,
+    message=MESSAGE,
     needs=("hlo",),
     doc=__doc__,
 )

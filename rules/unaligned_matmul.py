@@ -35,10 +35,9 @@ multiples of 8 are the minimum for bfloat16 tensor cores.
 
 from __future__ import annotations
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
-from advisor.units import ms, pct
 from advisor.views import ops as ops_view
 
 _BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "s8": 1, "u8": 1}
@@ -54,6 +53,20 @@ def alignment(backend: str, dtype: str) -> int:
 
 def _padded(n: int, unit: int) -> int:
     return -(-n // unit) * unit
+
+
+MESSAGE = Message(
+    title="{count} matmul(s) with dimensions not a multiple of {unit} take {share:pct} of matmul time ({time:ms} per "
+          "step); the longest, {top}: {shape}",
+    fix="pad the dimensions named to multiples of {unit} (64 or more is better on a GPU: whole tiles), e.g. the hidden "
+        "size, head dimension, vocabulary or batch, and slice the padding off the result",
+    gain="about {saving:ms} per step: the unaligned matmuls at the measured rate of the aligned ones, their padded "
+         "work included",
+    cost="the padded rows and columns are computed and stored (a few % more FLOPs and memory); a padded vocabulary "
+         "needs its logits masked or sliced",
+)
+UNMEASURED = MESSAGE.but(gain="not measurable from this trace alone (no aligned matmul of the same dtype ran to "
+                              "compare with): up to the unaligned matmuls' share of matmul time")
 
 
 def check(profile: Profile, min_share: float = 0.05):
@@ -79,18 +92,12 @@ def check(profile: Profile, min_share: float = 0.05):
     saving = _saving(unaligned, aligned)
     unaligned.sort(key=lambda x: -x[0].time_ns)
     top, bad, unit = unaligned[0]
-    shape = ", ".join(f"{d}={v} (pad to {p})" for d, (v, p) in bad.items())
-    expected = (Expected("step_time", round(saving / per / 1e6, 3), "ms",
-                         f"about {ms(saving / per)} per step: the unaligned matmuls at the measured rate of the "
-                         "aligned ones, their padded work included")
-                if saving is not None else
-                Expected("step_time", None, "ms", "not measurable from this trace alone (no aligned matmul of "
-                         "the same dtype ran to compare with): up to the unaligned matmuls' share of matmul time"))
-    yield Finding(
-        rule=RULE.id,
-        severity=RULE.severity,
-        title=f"{len(unaligned)} matmul(s) with dimensions not a multiple of {unit} take {pct(share)} of matmul "
-              f"time ({ms(time / per)} per step); the longest, {top.name}: {shape}",
+    yield RULE.finding(
+        profile, message=MESSAGE if saving is not None else UNMEASURED, saving=None if saving is None else saving / per,
+        count=len(unaligned), unit=unit, share=share, time=time / per, top=top.name,
+        shape=", ".join(f"{d}={v} (pad to {p})" for d, (v, p) in bad.items()),
+        impact=share * sum(r.time_ns for r in matmuls) / max(sum(r.time_ns for r in ops.rows), 1.0),
+        source=str(top.instruction.source) if top.instruction.source else None,
         evidence={
             "unaligned_share_of_matmul_time": round(share, 4),
             "unaligned_time_per_step_ms": round(time / per / 1e6, 3),
@@ -99,24 +106,14 @@ def check(profile: Profile, min_share: float = 0.05):
                          "dtype": r.instruction.matmul_dtype, "time_per_step_ms": round(r.time_ns / per / 1e6, 3),
                          "unaligned": {d: {"size": v, "padded": p} for d, (v, p) in b.items()}}
                         for r, b, _ in unaligned[:8]],
-        },
-        recommendation=Recommendation(
-            text=f"pad the dimensions named to multiples of {unit} (64 or more is better on a GPU: whole tiles), "
-                 "e.g. the hidden size, head dimension, vocabulary or batch, and slice the padding off the result",
-            expected=expected,
-            cost="the padded rows and columns are computed and stored (a few % more FLOPs and memory); "
-                 "a padded vocabulary needs its logits masked or sliced",
-        ),
-        impact=share * sum(r.time_ns for r in matmuls) / max(sum(r.time_ns for r in ops.rows), 1.0),
-        source=str(top.instruction.source) if top.instruction.source else None,
-    )
+        })
 
 
 def _saving(unaligned, aligned):
     """Time the unaligned matmuls would save at the aligned ones' measured FLOP rate (their padded work
     included); None without an aligned matmul of the same dtype to compare with."""
     saved, found = 0.0, False
-    for r, bad, unit in unaligned:
+    for r, bad, _unit in unaligned:
         dtype = r.instruction.matmul_dtype
         ref = [a for a, _, _ in aligned if a.instruction.matmul_dtype == dtype and a.flops]
         if not ref or not r.flops:
@@ -136,6 +133,7 @@ RULE = Rule(
     backends=("gpu", "tpu"),
     summary="matmul dimensions that are not multiples of the tensor-core or MXU tile leave it partly idle",
     check=check,
+    message=MESSAGE,
     needs=("hlo",),
     doc=__doc__,
 )

@@ -52,11 +52,10 @@ rate and says only what the attention takes.
 
 from __future__ import annotations
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
-from advisor.remedies import Kind, Remedy, advice, severity
+from advisor.remedies import Kind, Remedy, severity
 from advisor.rule import Rule
-from advisor.units import flop, ms, pct, si
 from advisor.views import ops as ops_view
 from advisor.views import peak as peak_view
 
@@ -72,6 +71,30 @@ MEASURED = {
 }
 CUDNN_HEAD_DIM = 128            # JAX's cuDNN path: head dims up to 128, a multiple of 8
 CUDNN_HEAD_DIM_HOPPER = 256     # ... up to 256 on Hopper (compute capability 9.0) with cuDNN 9.5+
+
+_SPLIT = "{matmul:ms} in {matmuls} matmuls, {other:ms} in the softmax, masks and reductions over the scores"
+MESSAGE = Message(      # with the fused kernel's rate measured on this GPU model
+    title="attention over materialized scores takes {total:ms} per step ({share:pct} of op time): softmax over {shape} "
+          "and its matmuls, not fused",
+    bundled="compute attention with a fused kernel: jax.nn.dot_product_attention(q, k, v, is_causal=True, "
+            "implementation='cudnn') in place of the einsums and softmax (the bundled Transformer has no setting for "
+            "it: a code change)",
+    at_source=False,
+    fix="{advice}{limits}",
+    gain="about {saving:ms} less per step: the unfused attention's {total:ms} measured (" + _SPLIT + ") against about "
+         "{fused:ms} for {fused_flops:flop} at {rate:si FLOP/s}, the fused rate {source_of_rate}; a shorter sequence than 2048 "
+         "reaches less, so this is an estimate{rematted}",
+    cost="a code change and cuDNN's constraints (head dim {head_dim}, {dtype}{causal}: the cuDNN path takes "
+         "float16/bfloat16 q, k, v, head dims up to 128 (256 on Hopper with cuDNN 9.5+) in multiples of 8, causal, "
+         "padding (sequence lengths), sliding-window or bias/boolean masks, and no dropout on the attention "
+         "probabilities); the kernel computes the scores and their softmax in float32 inside (cuDNN's default compute "
+         "type) from float16/bfloat16 q, k, v",
+)
+UNESTIMATED = MESSAGE.but(      # no fused rate measured on this GPU model, or the fused path does not apply as is
+    saving=None,
+    gain="up to the unfused attention's {total:ms} per step measured (" + _SPLIT + "), less the fused kernel's own time: "
+         "{unestimated}",
+)
 
 
 def _square(dims, lengths) -> bool:
@@ -139,39 +162,21 @@ def check(profile: Profile, min_share: float = 0.1):
     if head_dim % 8 or head_dim > (CUDNN_HEAD_DIM_HOPPER if hopper else CUDNN_HEAD_DIM):
         limits.append(f"head dim {head_dim} is outside what the cuDNN path supports")
     remedy = Remedy(Kind.FUSED_ATTENTION)
-    text, config = advice(profile, remedy, (
-        "compute attention with a fused kernel: jax.nn.dot_product_attention(q, k, v, is_causal=True, "
-        "implementation='cudnn') in place of the einsums and softmax (the bundled Transformer has no setting for "
-        "it: a code change)"), None)
-    constraints = (f"head dim {head_dim}, {dtype}{', causal mask' if causal else ''}: the cuDNN path takes "
-                   "float16/bfloat16 q, k, v, head dims up to 128 (256 on Hopper with cuDNN 9.5+) in multiples of 8, "
-                   "causal, padding (sequence lengths), sliding-window or bias/boolean masks, and no dropout on the "
-                   "attention probabilities")
-    if limits:
-        text += "; but " + "; ".join(limits)
     fused_ns = fused_flops / rate * 1e9 if rate and fused_flops else None
-    split = f"{ms(matmul_ns)} in {len(matmuls)} matmuls, {ms(other_ns)} in the softmax, masks and reductions over the scores"
-    if fused_ns is not None and not limits:
-        gain = max(total - fused_ns, 0.0)
-        expected = Expected("step_time", round(gain / 1e6, 3), "ms",
-                            f"about {ms(gain)} less per step: the unfused attention's {ms(total)} measured ({split}) "
-                            f"against about {ms(fused_ns)} for {flop(fused_flops)} at {si(rate, 'FLOP/s')}, the fused "
-                            f"rate {source}; a shorter sequence than 2048 reaches less, so this is an estimate"
-                            + ("; the attention is rematted, so part of this time is remat's recomputation, which "
-                               "unneeded-remat counts too" if rematted else ""))
-        sev = severity(profile, remedy, share, RULE.severity)
-    else:
-        expected = Expected("step_time", None, "ms",
-                            f"up to the unfused attention's {ms(total)} per step measured ({split}), less the fused "
-                            "kernel's own time: " + (f"advisor holds no fused rate measured on {model or 'this GPU model'} (only on "
-                                                     f"{', '.join(MEASURED)}); time both"
-                                                     if not limits else "not estimated, as the fused path does not apply as is"))
-        sev = "info"
-    yield Finding(
-        rule=RULE.id,
-        severity=sev,
-        title=f"attention over materialized scores takes {ms(total)} per step ({pct(share)} of op time): "
-              f"softmax over {softmax[0].instruction.shape} and its matmuls, not fused",
+    estimated = fused_ns is not None and not limits
+    yield RULE.finding(
+        profile, message=MESSAGE if estimated else UNESTIMATED, remedy=remedy, impact=share,
+        severity=severity(profile, remedy, share, RULE.severity) if estimated else "info",
+        source=next((str(r.instruction.source) for r in forward if r.instruction.source), None),
+        total=total, share=share, shape=softmax[0].instruction.shape, limits="; but " + "; ".join(limits) if limits else "",
+        saving=max(total - fused_ns, 0.0) if estimated else None, matmul=matmul_ns, matmuls=len(matmuls), other=other_ns,
+        fused=fused_ns, fused_flops=fused_flops, rate=rate, source_of_rate=source, head_dim=head_dim, dtype=dtype,
+        rematted=("; the attention is rematted, so part of this time is remat's recomputation, which unneeded-remat "
+                  "counts too" if rematted else ""),
+        causal=", causal mask" if causal else "",
+        unestimated=(f"advisor holds no fused rate measured on {model or 'this GPU model'} (only on "
+                     f"{', '.join(MEASURED)}); time both" if not limits else
+                     "not estimated, as the fused path does not apply as is"),
         evidence={
             "attention_ms_per_step": round(total / 1e6, 3),
             "matmul_ms_per_step": round(matmul_ns / 1e6, 3),
@@ -189,18 +194,7 @@ def check(profile: Profile, min_share: float = 0.1):
             "fused_rate_source": source or None,
             "estimated_fused_ms_per_step": round(fused_ns / 1e6, 3) if fused_ns is not None else None,
             "ops": [r.name for r in sorted(matmuls + others, key=lambda r: -r.time_ns)[:10]],
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=config,
-            remedy=remedy,
-            expected=expected,
-            cost=f"a code change and cuDNN's constraints ({constraints}); the kernel computes the scores and their "
-                 "softmax in float32 inside (cuDNN's default compute type) from float16/bfloat16 q, k, v",
-        ),
-        impact=share,
-        source=next((str(r.instruction.source) for r in forward if r.instruction.source), None),
-    )
+        })
 
 
 RULE = Rule(
@@ -209,6 +203,7 @@ RULE = Rule(
     backends=("gpu",),
     summary="attention over materialized [batch, heads, q, k] scores takes a material share of a GPU step",
     check=check,
+    message=MESSAGE,
     needs=("hlo", "steps"),
     doc=__doc__,
 )

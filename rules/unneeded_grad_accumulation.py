@@ -39,16 +39,35 @@ from __future__ import annotations
 from collections import Counter
 from typing import Optional
 
-from advisor.findings import Expected, Finding, Recommendation
+from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.settings import device_capacity
-from advisor.remedies import Kind, Remedy, advice
-from advisor.units import mib
+from advisor.remedies import Kind, Remedy
 
 from advisor.views.activations import activations
 
 from ._common import bundled_config, measured_by
+
+MESSAGE = Message(
+    title="gradients are accumulated over {n} minibatches, yet the whole batch should fit: about {peak:mib} of "
+          "{capacity:mib}",
+    bundled="use fewer minibatches (1 if it fits): one large forward/backward pass instead of {n} small ones",
+    saving=None,
+    gain="faster steps (no per-minibatch loop); one trace cannot measure how much: {measured_by} measures it",
+    cost="about {more:mib} more peak memory",
+)
+# optax.MultiSteps: accumulated across calls of the step
+ACROSS_CALLS = MESSAGE.but(
+    title="gradients are accumulated across {n} calls with optax.MultiSteps (an accumulator of about {accumulator:mib}, "
+          "the size of the gradients, in the optimizer state), yet the whole batch should fit: about {peak:mib} of "
+          "{capacity:mib}",
+    bundled=None,
+    fix="drop optax.MultiSteps and pass the {n} minibatches as one batch to one call: one forward/backward pass "
+        "instead of {n}, and no accumulator ({accumulator:mib} less optimizer state)",
+    gain="faster updates (one call per update instead of {n}); one trace cannot measure how much: time both with "
+         "advisor.trace",
+)
 
 
 def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] = None):
@@ -70,21 +89,11 @@ def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] =
     budget = capacity * (1 - margin)
     if full_batch_peak > budget:
         return
-    remedy = Remedy(Kind.FEWER_MINIBATCHES, value=1)
-    if across_calls:
-        text, change = (f"drop optax.MultiSteps and pass the {n} minibatches as one batch to one call: one forward/"
-                        f"backward pass instead of {n}, and no accumulator ({mib(accumulator)} less optimizer "
-                        "state)"), {}
-    else:
-        text, change = advice(profile, remedy, "use fewer minibatches (1 if it fits): one large forward/backward "
-                                               f"pass instead of {n} small ones")
-    how = (f"across {n} calls with optax.MultiSteps (an accumulator of about {mib(accumulator)}, the size of the "
-           "gradients, in the optimizer state)" if across_calls else f"over {n} minibatches")
-    yield Finding(
-        rule=RULE.id,
-        severity=RULE.severity,
-        title=f"gradients are accumulated {how}, yet the whole batch should fit: "
-              f"about {mib(full_batch_peak)} of {mib(capacity)}",
+    yield RULE.finding(
+        profile, message=ACROSS_CALLS if across_calls else MESSAGE, remedy=Remedy(Kind.FEWER_MINIBATCHES, value=1),
+        impact=0.1, source=_multisteps_source(module) if across_calls else None, n=n, accumulator=accumulator,
+        peak=full_batch_peak, capacity=capacity, more=full_batch_peak - memory.peak_bytes,
+        measured_by=measured_by(profile, "run-workload --verify"),
         evidence={
             "minibatches": n,
             "across_calls": across_calls,
@@ -94,21 +103,7 @@ def check(profile: Profile, margin: float = 0.2, capacity_bytes: Optional[int] =
             "estimated_full_batch_peak_bytes": int(full_batch_peak),
             "device_capacity_bytes": int(capacity),
             "estimated_share_of_capacity": round(full_batch_peak / capacity, 4),
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=change,
-            remedy=remedy,
-            expected=Expected("step_time", None, "ms",
-                              ("faster updates (one call per update instead of " + str(n) + "); one trace cannot "
-                               "measure how much: time both with advisor.trace" if across_calls else
-                               "faster steps (no per-minibatch loop); one trace cannot measure how much: "
-                               f"{measured_by(profile, 'run-workload --verify')} measures it")),
-            cost=f"about {mib(full_batch_peak - memory.peak_bytes)} more peak memory",
-        ),
-        impact=0.1,
-        source=_multisteps_source(module) if across_calls else None,
-    )
+        })
 
 
 def _multisteps_source(module):
@@ -133,6 +128,7 @@ RULE = Rule(
     backends=("cpu", "gpu", "tpu"),
     summary="gradient accumulation while the full batch would fit in device memory",
     check=check,
+    message=MESSAGE,
     needs=("hlo", "buffers", "capacity"),
     unmet_notes=(("capacity", "device memory capacity unknown (the trace does not record it): "
                               "unneeded-grad-accumulation was skipped; pass --device-memory to check it"),),

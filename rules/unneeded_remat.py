@@ -54,13 +54,13 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from advisor.findings import Expected, Finding, Recommendation
 from advisor.load.element_types import ELEMENT_TYPES
+from advisor.message import Message
 from advisor.model import Instruction, Profile
-from advisor.remedies import Kind, Remedy, advice, severity
+from advisor.remedies import Kind, Remedy, severity
 from advisor.rule import Rule
 from advisor.settings import device_capacity
-from advisor.units import flop, mib, ms, pct, si
+from advisor.units import flop, ms, pct, si
 from advisor.views import ops as ops_view
 
 from advisor.views.activations import is_training_step, weight_shaped
@@ -72,6 +72,22 @@ from ._common import bundled_config
 _BITS = {name: bits for name, bits in ELEMENT_TYPES.values()}
 H100_SEED = ("on one H100 the bundled seed Transformer went 153.9 -> 114.5 ms per step unrolled without remat "
              "(the scan kept without remat: 201 ms)")
+MESSAGE = Message(      # the layers unrolled
+    title="remat{scan} cost {saving:ms} per step ({share:pct} of op time) while the step uses {used} of device memory "
+          "({peak:mib} of {capacity:mib})",
+    bundled="drop remat (remat=none): the step's memory does not need it",
+    fix="{advice}; {measures}",
+    gain="about {saving:ms} less per step: the recomputed ops take {remat:ms} per step measured ({remat_matmuls:ms} of it "
+         "in matmuls{work}){copies}; " + H100_SEED,
+    cost="about {freed:mib} more peak memory: about {need:mib} of {capacity:mib} (estimated from this trace: today's "
+         "peak plus what the recomputed ops write, once per layer{minibatches}{compiled})",
+)
+SCANNED = MESSAGE.but(  # the layers in a scan: without remat it stacks every layer's activations
+    bundled="unroll the layers and drop remat together (scan_layers=false, remat=none): the step's memory does not "
+            "need either; dropping remat alone inside the scan stacks every layer's activations with copies and can "
+            "be slower",
+    cost=MESSAGE.cost + "; an unrolled step compiles longer, in proportion to the layer count",
+)
 
 
 def array_bytes(ins: Instruction) -> int:
@@ -127,23 +143,17 @@ def check(profile: Profile, margin: float = 0.2, min_share: float = 0.05, capaci
     remat_matmul_ns = sum(r.time_ns for r in remat if r.matmul) / steps
     remedy = Remedy(Kind.NO_REMAT, "unrolled" if scanned else None)
     workload = profile.run_metadata.get("workload")
-    text, config = advice(profile, remedy, (
-        "unroll the layers and drop remat together (scan_layers=false, remat=none): the step's memory does not "
-        "need either; dropping remat alone inside the scan stacks every layer's activations with copies and can "
-        "be slower" if scanned else "drop remat (remat=none): the step's memory does not need it"))
-    text += (f"; advisor tune {workload} measures the combinations" if workload else
-             "; time both configurations (advisor.trace) before keeping it")
-    work = (f"{flop(recomputed)} of matmuls recomputed per step, {ms(recomputed / rate * 1e9)} at the step's measured "
-            f"matmul rate ({si(rate, 'FLOP/s')})" if recomputed and rate else "")
-    measured = (f"the recomputed ops take {ms(remat_ns)} per step measured ({ms(remat_matmul_ns)} of it in matmuls"
-                + (f": {work})" if work else ")"))
-    stacked = f", the scan's stacking copies {ms(copies_ns)}" if scanned else ""
-    yield Finding(
-        rule=RULE.id,
-        severity=severity(profile, remedy, share, RULE.severity),
-        title=f"remat{' and the layer scan' if scanned else ''} cost {ms(gain)} per step ({pct(share)} of op time) "
-              f"while the step uses {_share(memory.peak_bytes / capacity)} of device memory ({mib(memory.peak_bytes)} "
-              f"of {mib(capacity)})",
+    yield RULE.finding(
+        profile, message=SCANNED if scanned else MESSAGE, remedy=remedy, impact=share,
+        severity=severity(profile, remedy, share, RULE.severity), scan=" and the layer scan" if scanned else "",
+        saving=gain, share=share, used=_share(memory.peak_bytes / capacity), peak=memory.peak_bytes, capacity=capacity,
+        measures=(f"advisor tune {workload} measures the combinations" if workload else
+                  "time both configurations (advisor.trace) before keeping it"),
+        remat=remat_ns, remat_matmuls=remat_matmul_ns, copies=f", the scan's stacking copies {ms(copies_ns)}" if scanned else "",
+        work=(f": {flop(recomputed)} of matmuls recomputed per step, {ms(recomputed / rate * 1e9)} at the step's measured "
+              f"matmul rate ({si(rate, 'FLOP/s')})" if recomputed and rate else ""),
+        freed=freed, need=need, minibatches=f" of one of the {passes} minibatches" if passes > 1 else "",
+        compiled="; compiling the change gives XLA's figure" if bundled_config(profile) else "",
         evidence={
             "recompute_ms_per_step": round(remat_ns / 1e6, 3),
             "recompute_matmul_ms_per_step": round(remat_matmul_ns / 1e6, 3),
@@ -157,21 +167,7 @@ def check(profile: Profile, margin: float = 0.2, min_share: float = 0.05, capaci
             "estimated_peak_without_remat_bytes": need,
             "device_capacity_bytes": int(capacity),
             "module": profile.step_module,
-        },
-        recommendation=Recommendation(
-            text=text,
-            config=config,
-            remedy=remedy,
-            expected=Expected("step_time", round(gain / 1e6, 3), "ms",
-                              f"about {ms(gain)} less per step: {measured}{stacked}; {H100_SEED}"),
-            cost=(f"about {mib(freed)} more peak memory: about {mib(need)} of {mib(capacity)} (estimated from this "
-                  f"trace: today's peak plus what the recomputed ops write, once per layer"
-                  + (f" of one of the {passes} minibatches" if passes > 1 else "")
-                  + ("; compiling the change gives XLA's figure" if bundled_config(profile) else "") + ")"
-                  + ("; an unrolled step compiles longer, in proportion to the layer count" if scanned else "")),
-        ),
-        impact=share,
-    )
+        })
 
 
 def _share(share: float) -> str:
@@ -184,6 +180,7 @@ RULE = Rule(
     backends=("gpu",),
     summary="remat (and a layer scan) costs step time that the device's memory does not require",
     check=check,
+    message=MESSAGE,
     needs=("hlo", "buffers", "capacity", "steps"),
     unmet_notes=(("capacity", "device memory capacity unknown (the trace does not record it): unneeded-remat "
                               "was skipped; pass --device-memory to check it"),),

@@ -83,7 +83,7 @@ LAYERS = [
     ("workloads", ["advisor.workloads", "advisor.workload_memory", "advisor.run_label"]),
     ("locate", ["advisor.locate"]),
     ("load", ["advisor.model", "advisor.load", "advisor.categories", "advisor.trace_head", "advisor.heap_traces"]),
-    ("settings", ["advisor.rule", "advisor.remedies", "advisor.settings", "advisor.peak_table", "advisor.calibrate"]),
+    ("settings", ["advisor.rule", "advisor.message", "advisor.remedies", "advisor.settings", "advisor.peak_table", "advisor.calibrate"]),
     ("views", ["advisor.views"]),
     ("rules", ["advisor.rules"]),
     ("advice checked", ["advisor.memory_plan", "advisor.compiled_advice"]),
