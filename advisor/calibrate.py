@@ -194,7 +194,8 @@ def for_trace(backend: str, host_name: str, meta: dict) -> tuple[Optional[UserPe
         return None, (f"advisor calibrate measured a host named {name} ({hardware.describe(mine)}), but this trace "
                       "does not record the machine it was recorded on (runs of advisor run-workload and advisor.trace "
                       "do), so those figures are not used; if it was recorded there, pass --peak-flops "
-                      f"{e['flops_per_s'] / 1e9:.0f}G --peak-bandwidth {e['bytes_per_s'] / 1e9:.1f}GB/s (the DRAM roof)")
+                      f"{e['flops_per_s'] / 1e9:.0f}G --peak-bandwidth {e['bytes_per_s'] / 1e9:.1f}GB/s "
+                      "(the DRAM roof)")
     if not hardware.same(mine, recorded):
         return None, (f"advisor calibrate measured {name} as {hardware.describe(mine)}, and this trace was recorded "
                       f"on {hardware.describe(recorded)}: another machine of that name, so those figures are not used")

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import safe_json
-from .version import __version__
 from .compare import Comparison, Metrics, compare, metrics
-from .job import Job
 from .errors import AdvisorError
-from .outputs import write_text
 from .findings import SEVERITIES
+from .job import Job
+from .outputs import write_text
 from .timing import PairedTiming, median_rounds, paired_verdict
 from .units import mib
+from .version import __version__
 
 BASELINE_VERSION = 1
 

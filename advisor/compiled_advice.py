@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from typing import Callable, Optional
 
-from .findings import Expected, Finding
 from advisor.workloads.config import as_items
+
+from .findings import Expected, Finding
 from .units import mib
 
 MEMORY_GAIN = 0.99      # a memory fix must bring the compiled or measured peak below this share of today's

@@ -16,6 +16,7 @@ from .job import Analysis, Job, Result, RunFailure, label, run_job
 from .locate import RemoteRun, find_units
 
 ENGINES = ("process", "ray")
+DEFAULT_JOB = Job()      # frozen: one instance serves every call that passes none
 
 
 def default_jobs() -> int:
@@ -28,7 +29,7 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def iter_results(path: str | Path, job: Job = Job(), *, jobs: int = 1, engine: str = "process",
+def iter_results(path: str | Path, job: Job = DEFAULT_JOB, *, jobs: int = 1, engine: str = "process",
                  ray_address: Optional[str] = None, progress: Callable[[str], None] = lambda msg: None,
                  notice: Optional[Callable[[str], None]] = None) -> Iterator[Result]:
     """Every run under `path`, analyzed `jobs` at a time, yielded in the order of their paths as soon
@@ -63,7 +64,7 @@ def iter_results(path: str | Path, job: Job = Job(), *, jobs: int = 1, engine: s
         results = _local_results(units, job, progress)
     else:
         results = _pool_results(units, job, min(jobs, len(units)), progress)
-    for i, out in _in_order(results):
+    for _, out in _in_order(results):
         if len(units) == 1 and len(out) == 1 and isinstance(out[0], RunFailure):
             raise AdvisorError(out[0].reason)
         yield from out
@@ -144,7 +145,7 @@ def _pool_results(units, job: Job, workers: int, progress) -> Iterator[tuple[int
         yield i, out
 
 
-def analyze_all(path: str | Path, job: Job = Job(), **how) -> tuple[list, list[RunFailure]]:
+def analyze_all(path: str | Path, job: Job = DEFAULT_JOB, **how) -> tuple[list, list[RunFailure]]:
     """Every run under `path`: the ones that could be read (Analysis, or result documents with
     job.documents), and the ones that could not (with why). `how`: iter_results' engine, jobs,
     ray_address, progress; the results are the same whichever runs them.
@@ -157,7 +158,7 @@ def analyze_all(path: str | Path, job: Job = Job(), **how) -> tuple[list, list[R
     return out, failed
 
 
-def analyze_path(path: str | Path, job: Job = Job(), **how) -> list[Analysis]:
+def analyze_path(path: str | Path, job: Job = DEFAULT_JOB, **how) -> list[Analysis]:
     """Every run under `path`; any run that cannot be read is an error (for commands that need all)."""
     out, failed = analyze_all(path, job, **how)
     if failed:

@@ -45,7 +45,7 @@ def restore(xplane: Path, cache_dir: Optional[Path], module_name: str) -> list[s
     plane.ParseFromString(data[body:end])
     hlo_stat = next((k for k, v in plane.stat_metadata.items() if v.name == "Hlo Proto"), None)
     restored = []
-    for key, meta in plane.event_metadata.items():
+    for meta in plane.event_metadata.values():
         if meta.name.rsplit("(", 1)[0] != module_name:
             continue
         for stat in meta.stats:

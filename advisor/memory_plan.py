@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from advisor.workloads.config import as_items
+
 from .findings import Expected, Finding, Recommendation
 from .remedies import Kind, Remedy
-from .workload_memory import OutOfMemory, estimate_bytes
 from .units import mib
-from advisor.workloads.config import as_items
+from .workload_memory import OutOfMemory, estimate_bytes
 
 
 def candidates(name: str, config: dict) -> list[dict]:
@@ -41,7 +42,8 @@ def out_of_memory_finding(name: str, preset: str, overrides: list[str], err: Out
     for change in candidates(name, config):
         progress(f"estimating {' '.join(as_items(change))} (compiling, not running)")
         try:
-            estimate: Optional[int] = estimate_bytes(name, workloads.resolve(name, preset, overrides + as_items(change)))
+            estimate: Optional[int] = estimate_bytes(name,
+                                                     workloads.resolve(name, preset, overrides + as_items(change)))
         except Exception as exc:  # noqa: BLE001 - a candidate that does not compile is reported, not fatal
             rows.append({"change": change, "estimated_bytes": None, "fits": False, "error": str(exc).splitlines()[0]})
             continue
@@ -53,7 +55,8 @@ def out_of_memory_finding(name: str, preset: str, overrides: list[str], err: Out
     best = fitting[0] if fitting else None
     text = ("apply one of the changes that fit: " + "; ".join(
         f"{' '.join('--set ' + o for o in as_items(r['change']))} (~{mib(r['estimated_bytes'])})" for r in fitting)
-        if fitting else "no single change fits: combine them (e.g. bfloat16 with remat) or use a device with more memory")
+        if fitting else "no single change fits: combine them (e.g. bfloat16 with remat) "
+                        "or use a device with more memory")
     return Finding(
         rule="out-of-memory",
         severity="error",
@@ -69,8 +72,9 @@ def out_of_memory_finding(name: str, preset: str, overrides: list[str], err: Out
         recommendation=Recommendation(
             text=text,
             config=best["change"] if best else {},
-            expected=Expected("peak_memory", (err.required - best["estimated_bytes"]) if best and err.required else None,
-                              "bytes", f"the step fits: about {mib(best['estimated_bytes'])} of {mib(err.capacity)}"
+            expected=Expected("peak_memory",
+                              (err.required - best["estimated_bytes"]) if best and err.required else None, "bytes",
+                              f"the step fits: about {mib(best['estimated_bytes'])} of {mib(err.capacity)}"
                               if best else "no estimate fits"),
             cost="see each rule's trade-off: bfloat16 changes numerics, remat recomputes, "
                  "more minibatches are slower, a smaller batch changes the optimization",

@@ -21,8 +21,14 @@ from . import errors, hardware
 from .cleanup import remove, sweep, track, untrack
 from .locate import MEMORY_PROFILE, RUN_METADATA, TRACING_PREFIX
 from .units import mib
-from .workload_memory import (OutOfMemory, compile_abstract, device_capacity, is_out_of_memory, memory_analysis,
-                              required_bytes)
+from .workload_memory import (
+    OutOfMemory,
+    compile_abstract,
+    device_capacity,
+    is_out_of_memory,
+    memory_analysis,
+    required_bytes,
+)
 
 STEP_ANNOTATION = "train_step"
 _TRACING_NAME = re.compile(r"\.advisor-tracing-(\d+)-")

@@ -8,11 +8,11 @@ from typing import Callable, Optional
 
 from .compare import metrics
 from .engine import analyze_path
-from .job import Job
 from .errors import AdvisorError
-from .workload_memory import OutOfMemory
+from .job import Job
 from .runner import add_metadata, profile_workload
 from .units import mib
+from .workload_memory import OutOfMemory
 
 
 def grid(name: str, preset: str, base: list[str], vary: list[str]) -> list[list[str]]:
@@ -56,7 +56,8 @@ def run_grid(name: str, preset: str, base: list[str], rows: list[list[str]], log
             run_dir = profile_workload(name, preset, config, logdir, progress, memory_limit)
             add_metadata(run_dir, sweep={"varied": varied})     # its label names them, the default row's too
         except OutOfMemory as err:
-            out.append({"config": row_name, "error": f"out of memory: needs {mib(err.required)} of {mib(err.capacity)}"})
+            out.append({"config": row_name,
+                        "error": f"out of memory: needs {mib(err.required)} of {mib(err.capacity)}"})
             continue
         (document,) = analyze_path(run_dir, Job(documents=True))
         m = metrics(document)

@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import AdvisorError
 from advisor.workloads.config import as_items
+
+from .errors import AdvisorError
 from .sweep import grid, label
 from .units import mib
 
@@ -85,7 +86,8 @@ def tune(name: str, preset: str, base: list[str], vary: list[str], logdir: Path,
     cap, source = device_capacity(capacity)
     if capacity:
         source = "--device-memory"
-    items = list(vary) or vary_items(named_settings(_findings(name, preset, config, logdir, capacity, progress), config))
+    items = list(vary) or vary_items(named_settings(_findings(name, preset, config, logdir, capacity, progress),
+                                                    config))
     if not items:
         raise AdvisorError(f"the findings on {name} ({preset}) name no setting to tune; give one with --vary KEY=V1,V2")
     rows = grid(name, preset, base, items)
@@ -134,8 +136,8 @@ def _findings(name, preset, config, logdir, capacity, progress) -> list:
     from .job import Job
     from .settings import Settings
     from .memory_plan import candidates
-    from .workload_memory import OutOfMemory
     from .runner import profile_workload
+    from .workload_memory import OutOfMemory
 
     progress("profiling the workload as given, for the settings its findings name")
     try:

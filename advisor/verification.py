@@ -18,17 +18,18 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
+from advisor.workloads.config import as_items
+
 from .compare import compare, metrics
 from .compiled_advice import MEMORY_GAIN, refute, run_metadata, sets
 from .engine import analyze_path
 from .findings import Expected
 from .job import Analysis
-from advisor.workloads.config import as_items
-from .remedies import CHANGES_NUMERICS
 from .locate import RUN_METADATA
-from .workload_memory import OutOfMemory
+from .remedies import CHANGES_NUMERICS
 from .runner import profile_workload
 from .units import mib
+from .workload_memory import OutOfMemory
 
 LOSS_RTOL = 1e-4
 
@@ -137,7 +138,8 @@ def _record(before, base_metrics, finding, change, run, measured) -> dict:
         "change": change,
         "promised": promised,
         "improved": bool(improved),
-        "step_time_ms": [round(paired.base_ms, 3), round(paired.new_ms, 3)] if paired else [c.base.step_time_ms, c.new.step_time_ms],
+        "step_time_ms": ([round(paired.base_ms, 3), round(paired.new_ms, 3)] if paired
+                         else [c.base.step_time_ms, c.new.step_time_ms]),
         "step_time_ratio": round(paired.ratio, 4) if paired else None,
         "step_time_noise": round(paired.noise, 4) if paired else None,
         "step_time": paired.to_json() if paired else {"error": str(measured) if measured else "not timed"},
@@ -177,14 +179,15 @@ def _keep_best(finding, tried: list[dict], records: list[dict]) -> None:
             alt = next(a for a in rec.alternatives if a["config"] == tried[best])
             rec.alternatives = [a for a in rec.alternatives if a is not alt] + [
                 {"config": rec.config, "text": rec.text, "cost": rec.cost}]
-            rec.text = f"{alt['text']} (measured best of {len(tried)}: {'; '.join(_short(r) for r in (records[i] for i in order))})"
+            rec.text = (f"{alt['text']} (measured best of {len(tried)}: "
+                        f"{'; '.join(_short(r) for r in (records[i] for i in order))})")
             rec.config, rec.cost = alt["config"], alt["cost"]
             won = records[best]
             if won.get("step_time_ratio"):     # the estimate was the first change's: say what this one measured
                 st = won["step_time_ms"]
                 rec.expected = Expected("step_time", round(st[0] - st[1], 3), "ms",
-                                        f"measured: {st[0]:,.1f} -> {st[1]:,.1f} ms per step (x{won['step_time_ratio']:.2f}, "
-                                        f"noise {won['step_time_noise']:.0%})")
+                                        f"measured: {st[0]:,.1f} -> {st[1]:,.1f} ms per step "
+                                        f"(x{won['step_time_ratio']:.2f}, noise {won['step_time_noise']:.0%})")
     v = finding.verified
     figures = _measured(v) if "error" not in v else v["error"]
     others = "".join(f"; also tried {sets(r['change'])}: {_short(r)}" for r in v.get("alternatives", []))
@@ -247,8 +250,8 @@ def rank_measured(findings: list) -> None:
         if st.get("verdict") == "faster" and st["ratio"] <= MEASURED_GAIN and st["band"][1] < MEASURED_BAND:
             if SEVERITIES.index(f.severity) < SEVERITIES.index("warning"):
                 f.severity = "warning"
-                f.recommendation.text += (f"; --verify measured it faster (x{st['ratio']:.2f}, noise {st['noise']:.0%}): "
-                                          "worth it for the step time too")
+                f.recommendation.text += (f"; --verify measured it faster (x{st['ratio']:.2f}, "
+                                          f"noise {st['noise']:.0%}): worth it for the step time too")
         elif st.get("verdict") in ("slower", "within noise") and not v["memory_improved"]:
             f.severity = "info"
     findings.sort(key=lambda f: (bucket(f), sort_key(f)))

@@ -61,9 +61,8 @@ def compile_abstract(name: str, config: dict):
     import jax
 
     from advisor import workloads
-    from advisor.workloads.train import zero_metrics
-
     from advisor.workloads import parallel
+    from advisor.workloads.train import zero_metrics
 
     built = workloads.get(name).build(config)
     state_shape = jax.eval_shape(built.init_state)

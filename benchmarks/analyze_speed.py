@@ -6,8 +6,8 @@ largest recorded trace's bytes (protobuf reads the copies as one XSpace with its
 repeated; advisor, like ProfileData, analyzes the first plane of each name, so these rows show
 that a file over 2 GiB is read, not the cost per event: the fits leave them out), and the
 --longer sizes by repeating the largest recording's host lines in time (longer_trace.py: a
-longer run, every op of which is analyzed), written under /tmp and deleted at the end. Then, each in a fresh process that does
-nothing else and reads its own peak RSS (VmHWM) at the end:
+longer run, every op of which is analyzed), written under /tmp and deleted at the end. Then,
+each in a fresh process that does nothing else and reads its own peak RSS (VmHWM) at the end:
 
 - floor: `jax.profiler.ProfileData.from_file`, reading every event's name and duration once,
   and freeing the ProfileData (advisor pays that too); only on files up to --max-floor-mb,
@@ -291,7 +291,8 @@ def report(rows: list[dict]) -> None:
         db = (f"{r['db_s']:.2f} s, {r['db_hwm']:,.0f} MiB" if "db_s" in r
               else f"failed: {r['db_error']}" if "db_error" in r else "-")
         if "error" in r:
-            print(f"| {name} | {events} | {ops} | {floor} | failed: {r['error']} | - | {read} | {floor_rss} | - | {db} |")
+            print(f"| {name} | {events} | {ops} | {floor} | failed: {r['error']} | - | {read} | {floor_rss} | - "
+                  f"| {db} |")
             continue
         ratio = f"{r['analyze_s'] / r['floor_s']:.2f}x" if "floor_s" in r else "-"
         print(f"| {name} | {events} | {ops} | {floor} | {r['analyze_s']:.2f} s | {ratio} | {read} | {floor_rss} "

@@ -13,9 +13,9 @@ once (a base, an unchanged and a bfloat16 candidate) so that a run costs its rou
 JAX start-ups and compiles. --fresh starts new timing workers for every run, as the command
 does (two a side), and measures a slowdown or a still undecided verdict again with fresh
 workers, as the command does (two processes running the same step can differ by about 10% for
-as long as they live, which long-lived workers never show). --full runs the whole `advisor check` command each time (fresh
-workers, profile, analysis, memory and findings too). Each first runs one full check of the
-bfloat16 arm to show what memory and findings say about it.
+as long as they live, which long-lived workers never show). --full runs the whole
+`advisor check` command each time (fresh workers, profile, analysis, memory and findings too).
+Each first runs one full check of the bfloat16 arm to show what memory and findings say about it.
 
     nice -n 5 python benchmarks/check_false_alarms.py [--runs 20] [--load 1] [--fresh | --full]
 """
@@ -81,7 +81,8 @@ def fresh_check(extra: list[str]) -> tuple[bool, float | None, list[str]]:
             for w in pair:
                 w.close()
     verdict = paired_verdict(timing, BUDGET)
-    ratios = " ".join(f"{r:.2f}" for r in timing.ratios()) + (" (measured again by fresh workers)" if len(pairs) > 1 else "")
+    ratios = (" ".join(f"{r:.2f}" for r in timing.ratios())
+              + (" (measured again by fresh workers)" if len(pairs) > 1 else ""))
     return verdict.regressed, verdict.ratio, ["budget:step-time"] if verdict.regressed else [], ratios
 
 

@@ -142,8 +142,8 @@ def row(run: Path, tmp: Path, peaks=None) -> str:
     peak = eff.get("peak")
     xla_text = "-" if xla is None or xla < 0 else f"{xla:.4g}"     # below 0: XLA's "unknown", no count
     xp_text = "-" if xp is None else f"{sum(f for f, _ in xp.values()) / execs:.4g}"   # over every device
-    return (f"| {name} | {peak['device'] if peak else '-'} | {sum(f for f, _ in ours.values()):.4g} | {xla_text} | {xp_text} | "
-            f"{rate(mm['flops_per_s']) if mm else '-'} | {pct(eff['mfu'])} | {eff['bound'] or '-'} | "
+    return (f"| {name} | {peak['device'] if peak else '-'} | {sum(f for f, _ in ours.values()):.4g} | {xla_text} "
+            f"| {xp_text} | {rate(mm['flops_per_s']) if mm else '-'} | {pct(eff['mfu'])} | {eff['bound'] or '-'} | "
             f"{explain(profile, eff, ours, xla, xp)} |")
 
 
@@ -159,8 +159,10 @@ def main() -> None:
     from advisor.peak_table import user_peaks
 
     peaks = user_peaks(args.peak_flops, args.peak_bandwidth)
-    runs = [r for r in run_folders() if args.all or not str(r.relative_to(FIXTURES)).startswith(("corpus", "parallel"))]
-    print("| trace | peak | advisor FLOP/exec | XLA FLOP/exec | xprof FLOP/exec | matmul FLOP/s | MFU | bound | why they differ |")
+    runs = [r for r in run_folders()
+            if args.all or not str(r.relative_to(FIXTURES)).startswith(("corpus", "parallel"))]
+    print("| trace | peak | advisor FLOP/exec | XLA FLOP/exec | xprof FLOP/exec | matmul FLOP/s | MFU | bound "
+          "| why they differ |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs:

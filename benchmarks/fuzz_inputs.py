@@ -22,7 +22,6 @@ import copy
 import gzip
 import io
 import json
-import math
 import random
 import sys
 import tempfile
@@ -44,12 +43,14 @@ def _rule_ids():
 
 
 def rand_value(rng):
-    return rng.choice(VALUES) if rng.random() < 0.8 else "".join(chr(rng.randrange(0, 0x2FF)) for _ in range(rng.randrange(8)))
+    return (rng.choice(VALUES) if rng.random() < 0.8
+            else "".join(chr(rng.randrange(0, 0x2FF)) for _ in range(rng.randrange(8))))
 
 
 def rand_option(rng, rules):
     bad = rng.random() < 0.2
-    rule = rng.choice(["nope", "", "host-bound.x", "..", "\n"]) if bad and rng.random() < 0.3 else rng.choice(list(rules))
+    rule = (rng.choice(["nope", "", "host-bound.x", "..", "\n"]) if bad and rng.random() < 0.3
+            else rng.choice(list(rules)))
     keys = list(rules[rule].options) if rule in rules else []
     key = rng.choice(keys) if keys and not (bad and rng.random() < 0.3) else rand_value(rng)
     sep = rng.choice(["", "==", ":"]) if bad and rng.random() < 0.3 else "="
@@ -261,9 +262,9 @@ class Harness:
         return f"{name}: {text!r}"
 
     def case_side(self, rng):
+        from advisor.errors import AdvisorError
         from advisor.load.loader import _run_metadata
         from advisor.load.memprof import read_memory_profile
-        from advisor.errors import AdvisorError
         run = rng.choice(self.runs)
         if rng.random() < 0.6:
             data = rand_run_metadata(rng, self.good_meta)
@@ -339,8 +340,8 @@ def run(n: int, kinds: list[str], seed: int, verbose: bool = True) -> dict:
                 counts[kind]["TRACEBACK"] += 1
                 import traceback
                 where = traceback.extract_tb(err.__traceback__)[-1]
-                failures.append((kind, i, f"{type(err).__name__}: {err} ({Path(where.filename).name}:{where.lineno})"[:400],
-                                 h.last))
+                failures.append((kind, i, (f"{type(err).__name__}: {err} "
+                                           f"({Path(where.filename).name}:{where.lineno})")[:400], h.last))
         if verbose:
             c = counts[kind]
             print(f"{kind:<9} {n:>6} cases  ok {c['ok']:>6}  rejected {c['rejected']:>6}  "

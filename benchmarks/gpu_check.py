@@ -145,7 +145,7 @@ def run_program(p: progs.Program, out: Path, cfg: dict, clock: Clock) -> dict:
         for i in range(cfg["trace_steps"]):
             with jax.profiler.StepTraceAnnotation(STEP_NAME, step_num=i):
                 jax.block_until_ready(fn(*args))
-    del fn, args
+    fn = args = None          # not del: the lambdas above close over them
     jax.clear_caches()        # the next traces carry only their own programs
     clock.log(f"{p.key}: profiled {cfg['trace_steps']} steps; analyzing")
     return {"label": p.label, "kind": "program", "dtype": p.dtype,
@@ -178,7 +178,7 @@ def time_workload(config: dict, steps: int) -> tuple[float, bool]:
         return box
     timed_steps(step, 1)
     ms = statistics.median(timed_steps(step, steps))
-    del box, state, compiled
+    box = state = compiled = None     # not del: step() closes over them
     jax.clear_caches()
     return ms, loaded
 

@@ -23,8 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from advisor.load.wire import LEN as _LEN, encode_varint as _varint, fields as _fields  # noqa: E402
-from advisor.load.xplane import EVENT_TAG as _EVENT_TAG, PLANE_LINES as _LINES, XSPACE_PLANES as _PLANES, XLine  # noqa: E402
+from advisor.load.wire import LEN as _LEN  # noqa: E402
+from advisor.load.wire import encode_varint as _varint  # noqa: E402
+from advisor.load.wire import fields as _fields  # noqa: E402
+from advisor.load.xplane import EVENT_TAG as _EVENT_TAG  # noqa: E402
+from advisor.load.xplane import PLANE_LINES as _LINES  # noqa: E402
+from advisor.load.xplane import XSPACE_PLANES as _PLANES  # noqa: E402
+from advisor.load.xplane import XLine  # noqa: E402
 from advisor.load.xplane_stream import StreamSpace, _event_run  # noqa: E402
 
 HOST = "/host:CPU"

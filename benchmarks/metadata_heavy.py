@@ -61,7 +61,7 @@ def heavy(src: Path, dst: Path, entries: int, blob: int) -> None:
         stat = _int(1, key) + _field(2, f"s{i}".encode())
         extra += _field(5, _int(1, key) + _field(2, stat))
     out = bytearray()
-    for field, wire, start, body, end in _fields(data, 0, len(data)):
+    for field, _, start, body, end in _fields(data, 0, len(data)):
         if field == 1 and b"/host:CPU" in data[body:body + 64]:
             out += _field(1, data[body:end] + bytes(extra))
         else:

@@ -115,19 +115,21 @@ def gpu_path(folder: str) -> Path:
 
 def corpus_rows() -> list[tuple[str, set, dict, dict]]:
     """(name, rules that must fire, findings' severities by rule, verdict by rule) per corpus program."""
+    from corpus.expectations import CASES, expectation
+    from corpus.traces import materialize
+
     from advisor.engine import analyze_all
     from advisor.job import Job
     from advisor.settings import Settings
     from advisor.rules import ALL
-    from corpus.expectations import CASES, expectation
-    from corpus.traces import materialize
 
     rule_ids = [r.id for r in ALL]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in CASES:
             print(f"analyzing corpus {case} ...", file=sys.stderr, flush=True)
-            analyses, failed = analyze_all(materialize(case, Path(tmp)), Job(settings=Settings(device_memory=CASES[case].get("device_memory"))))
+            analyses, failed = analyze_all(materialize(case, Path(tmp)),
+                                           Job(settings=Settings(device_memory=CASES[case].get("device_memory"))))
             if failed:
                 raise SystemExit(f"corpus {case}: {failed[0].reason}")
             sev: dict[str, list[str]] = {}
@@ -156,8 +158,9 @@ def main() -> None:
     ap.add_argument("--corpus-only", action="store_true",
                     help="only the corpus (skip recording the tutorial rows and the plain programs)")
     args = ap.parse_args()
-    from advisor.rules import ALL
     from corpus.expectations import satisfied
+
+    from advisor.rules import ALL
 
     rule_ids = [r.id for r in ALL]
     observed = []
@@ -175,7 +178,8 @@ def main() -> None:
             for i, (name, prog, expected) in enumerate(PLAIN_PROGRAMS):
                 print(f"recording {name} ...", file=sys.stderr, flush=True)
                 out = Path(tmp) / f"p{i}"
-                subprocess.run([sys.executable, str(PLAIN), prog[0], str(out), *prog[1:]], check=True, capture_output=True)
+                subprocess.run([sys.executable, str(PLAIN), prog[0], str(out), *prog[1:]], check=True,
+                               capture_output=True)
                 observed.append((name, expected, fired(advisor("analyze", out))))
         for name, folder, expected in GPU:
             observed.append((name, expected, fired(advisor("analyze", gpu_path(folder)))))

@@ -23,7 +23,8 @@ OUT = Path(__file__).resolve().parent / "out" / "seed_table.md"
 # label, overrides, parent row, tutorial (peak GB, step s)
 ROWS = [
     ("float32, scan, no remat, 4 minibatches",
-     ["model.dtype=float32", "model.scan_layers=true", "model.remat=none", "optimizer.num_minibatches=4"], None, (20.6, 2.1)),
+     ["model.dtype=float32", "model.scan_layers=true", "model.remat=none", "optimizer.num_minibatches=4"], None,
+     (20.6, 2.1)),
     ("**bfloat16**", ["model.dtype=bfloat16", "model.scan_layers=true", "model.remat=none",
                       "optimizer.num_minibatches=4"], 0, (14.6, 1.1)),
     ("bfloat16, **no scan**", ["model.dtype=bfloat16", "model.scan_layers=false", "model.remat=none",
@@ -94,9 +95,9 @@ def main() -> None:
             mem_effect = f"{ours_m} / {tut_m} " + ("(agrees)" if ours_m == tut_m else "(**differs**)")
             step_effect = f"{ours_s} / {tut_s} " + ("(agrees)" if ours_s == tut_s else "(**differs**)")
         lines.append(
-            f"| {label} | {peak / 2**20:.1f} MiB | {step_ms:.1f} ms | x{peak / first_peak:.2f} | x{t_peak / t_peak0:.2f} "
-            f"| x{step_ms / first_step:.2f} | x{t_step / t_step0:.2f} | {mem_effect} | {step_effect} "
-            f"| {', '.join(findings) or 'none'} |")
+            f"| {label} | {peak / 2**20:.1f} MiB | {step_ms:.1f} ms | x{peak / first_peak:.2f} "
+            f"| x{t_peak / t_peak0:.2f} | x{step_ms / first_step:.2f} | x{t_step / t_step0:.2f} | {mem_effect} "
+            f"| {step_effect} | {', '.join(findings) or 'none'} |")
     table = "\n".join(lines) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(table)

@@ -23,7 +23,6 @@ import asyncio
 import json
 import os
 import random
-import re
 import shutil
 import socket
 import statistics

@@ -76,7 +76,7 @@ def main() -> int:
                 break
             except OSError:
                 if time.perf_counter() - t0 > 120:
-                    raise SystemExit("tensorboard did not start in 120 s")
+                    raise SystemExit("tensorboard did not start in 120 s") from None
                 time.sleep(0.3)
         adv = base + "/data/plugin/advisor"
         listed = json.loads(get(adv + "/runs")[1])

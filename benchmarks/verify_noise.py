@@ -93,14 +93,16 @@ def main() -> int:
         neighbour.wait()
     print()
     print(f"transformer (tiny), {args.repeats} back-to-back runs per style beside one busy core")
-    print(f"{'style':<6} {'change':<26} {'ratios':<26} {'stated noise':<20} {'spread of ratios':>16}  bands overlap  each inside the others' band")
+    print(f"{'style':<6} {'change':<26} {'ratios':<26} {'stated noise':<20} {'spread of ratios':>16}"
+          "  bands overlap  each inside the others' band")
     for style in ("old", "new"):
         for change in CHANGES:
             runs = results[style][change]
             ratios = [r for r, _ in runs]
             spread = (max(ratios) - min(ratios)) / statistics.median(ratios)
             print(f"{style:<6} {change:<26} {' '.join(f'x{r:.2f}' for r, _ in runs):<26} "
-                  f"{' '.join(f'{n:.0%}' for _, n in runs):<20} {spread:>16.1%}  {'yes' if agree(runs) else 'no':<13}  {'yes' if agree(runs, True) else 'no'}")
+                  f"{' '.join(f'{n:.0%}' for _, n in runs):<20} {spread:>16.1%}  "
+                  f"{'yes' if agree(runs) else 'no':<13}  {'yes' if agree(runs, True) else 'no'}")
     print(f"wall time: old style {took['old']:.0f} s, new style {took['new']:.0f} s ({args.repeats} runs each)")
     return 0
 

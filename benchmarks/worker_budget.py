@@ -61,7 +61,8 @@ def measure(run: Path) -> tuple[float, float, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--copies", type=int, default=200, help="the longer trace: this many times fixtures/transformer_scan")
+    ap.add_argument("--copies", type=int, default=200,
+                    help="the longer trace: this many times fixtures/transformer_scan")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="advisor-budget-bench-"))
     os.environ["ADVISOR_CACHE_DIR"] = str(work / "cache")

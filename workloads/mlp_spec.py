@@ -55,6 +55,7 @@ def validate(config: dict) -> None:
     parallel.validate(config)
     d, o = config["data"], config["optimizer"]
     if o["num_minibatches"] == 0 or d["batch_size"] % o["num_minibatches"]:
-        raise cfg.ConfigError(f"data.batch_size ({d['batch_size']}) must be a multiple of optimizer.num_minibatches ({o['num_minibatches']})")
+        raise cfg.ConfigError(f"data.batch_size ({d['batch_size']}) must be a multiple of "
+                              f"optimizer.num_minibatches ({o['num_minibatches']})")
     if min(d["batch_size"], d["num_inputs"], d["num_classes"], config["model"]["hidden_size"]) < 1:
         raise cfg.ConfigError("data sizes and model.hidden_size must be at least 1")

@@ -23,11 +23,13 @@ SCHEMA = {
         "mlp_expansion": cfg.Field(4, cfg.parse_int, "MLP hidden width as a multiple of hidden_size"),
         "dropout_rate": cfg.Field(0.1, cfg.parse_float, "dropout rate"),
         "dtype": cfg.Field("bfloat16", cfg.parse_choice(DTYPES), "compute dtype (parameters stay float32)", DTYPES),
-        "softmax_dtype": cfg.Field("float32", cfg.parse_choice(DTYPES), "dtype of attention logits and softmax", DTYPES),
+        "softmax_dtype": cfg.Field("float32", cfg.parse_choice(DTYPES), "dtype of attention logits and softmax",
+                                   DTYPES),
         "causal_mask": cfg.Field(True, cfg.parse_bool, "causal attention mask"),
         "scan_layers": cfg.Field(True, cfg.parse_bool, "run the layers with nn.scan (else unrolled)"),
         "remat": cfg.Field(("MLP", "Attn"), cfg.parse_subset(REMAT_CHOICES),
-                           "modules to rematerialize: MLP, Attn, Block, joined by '+' (MLP+Attn); none for no remat", REMAT_CHOICES),
+                           "modules to rematerialize: MLP, Attn, Block, joined by '+' (MLP+Attn); none for no remat",
+                           REMAT_CHOICES),
     },
     "optimizer": {
         "learning_rate": cfg.Field(4e-4, cfg.parse_float, "peak learning rate (warmup + exponential decay)"),
@@ -87,9 +89,11 @@ def validate(config: dict) -> None:
     parallel.validate(config)
     m, d, o = config["model"], config["data"], config["optimizer"]
     if m["head_dim"] == 0 or m["hidden_size"] % m["head_dim"]:
-        raise cfg.ConfigError(f"model.hidden_size ({m['hidden_size']}) must be a multiple of model.head_dim ({m['head_dim']})")
+        raise cfg.ConfigError(f"model.hidden_size ({m['hidden_size']}) must be a multiple of "
+                              f"model.head_dim ({m['head_dim']})")
     if o["num_minibatches"] == 0 or d["batch_size"] % o["num_minibatches"]:
-        raise cfg.ConfigError(f"data.batch_size ({d['batch_size']}) must be a multiple of optimizer.num_minibatches ({o['num_minibatches']})")
+        raise cfg.ConfigError(f"data.batch_size ({d['batch_size']}) must be a multiple of "
+                              f"optimizer.num_minibatches ({o['num_minibatches']})")
     for key in ("batch_size", "seq_len", "vocab_size"):
         if d[key] < 1:
             raise cfg.ConfigError(f"data.{key} must be at least 1")

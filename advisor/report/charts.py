@@ -23,7 +23,7 @@ def svg(fig) -> str:
 
 
 def figure(width: float, height: float):
-    from matplotlib.figure import Figure   # no pyplot: nothing can open a window
+    from matplotlib.figure import Figure  # no pyplot: nothing can open a window
 
     fig = Figure(figsize=(width, height))
     return fig, fig.add_subplot()
@@ -52,4 +52,5 @@ def table(headers: list[str], rows: list[list[Any]], caption: str) -> str:
 
 def chart(drawing: str, numbers: str, label: str) -> str:
     """A figure's SVG beside the table of its numbers."""
-    return f'<div class="chart" role="group" aria-label="{escape.html(label)}"><figure>{drawing}</figure>{numbers}</div>'
+    return (f'<div class="chart" role="group" aria-label="{escape.html(label)}">'
+            f'<figure>{drawing}</figure>{numbers}</div>')

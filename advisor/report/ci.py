@@ -7,9 +7,9 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ..version import __version__
 from .. import safe_json
 from ..outputs import atomic_open, write_text
+from ..version import __version__
 from . import escape
 
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -71,7 +71,8 @@ def sarif(result, rules, path: Path) -> dict:
         results.append({
             "ruleId": f["rule"],
             "level": _SARIF_LEVEL[f["severity"]],
-            "message": {"text": escape.sarif_text(f"{f['title']}. Fix: {rec['text']}. Expected: {rec['expected']['text']}.")},
+            "message": {"text": escape.sarif_text(f"{f['title']}. Fix: {rec['text']}. "
+                                                  f"Expected: {rec['expected']['text']}.")},
             "locations": _location(f.get("source")),
         })
     for c in result.checks:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from ..units import mib
 from . import layout
 from .escape import terminal
-from ..units import mib
 
 
 def _ratio(x) -> str:
@@ -28,7 +28,8 @@ def render(results, console: Console) -> None:
         rows = [["step time (median)", f"{b.step_time_ms or 0:,.2f} ms", f"{n.step_time_ms or 0:,.2f} ms",
                  f"{_ratio(c.step_time_ratio)} (noise {c.noise:.0%})"]]
         if b.peak_memory_bytes is not None and n.peak_memory_bytes is not None:
-            rows.append(["peak memory", mib(b.peak_memory_bytes), mib(n.peak_memory_bytes), _ratio(c.peak_memory_ratio)])
+            rows.append(["peak memory", mib(b.peak_memory_bytes), mib(n.peak_memory_bytes),
+                         _ratio(c.peak_memory_ratio)])
         if b.mfu is not None or n.mfu is not None:
             rows.append(["MFU", _pct(b.mfu), _pct(n.mfu), _ratio(c.mfu_ratio)])
         for cat, ratio in c.category_ratios.items():

@@ -81,8 +81,8 @@ def _roofline(eff: dict) -> Optional[str]:
     rows = [[o["name"], o.get("module", ""), round(o["time_per_step_s"] * 1e3, 3), float(f"{o['intensity']:.3g}"),
              rate(o["flops_per_s"]), o.get("bound") or "—"] for o in sorted(ops, key=lambda o: -o["time_s"])[:12]]
     source = f"peak: {peak['source']}" if peak else "no peak known: pass --peak-flops and --peak-bandwidth"
-    table = charts.table(["op", "program", "ms per step" if eff.get("steps") else "ms in the window", "FLOP/B", "FLOP/s",
-                    "bound"], rows,
-                   f"the longest ops on the roofline ({source}; latency-bound: executions under "
-                   f"{eff.get('latency_threshold_us', 5):g} µs)")
+    table = charts.table(["op", "program", "ms per step" if eff.get("steps") else "ms in the window", "FLOP/B",
+                          "FLOP/s", "bound"], rows,
+                         f"the longest ops on the roofline ({source}; latency-bound: executions under "
+                         f"{eff.get('latency_threshold_us', 5):g} µs)")
     return charts.chart(charts.svg(fig), table, "roofline")

@@ -12,9 +12,9 @@ from typing import Optional
 from rich.console import Console
 from rich.text import Text
 
+from ..units import si, sig
 from . import layout
 from .escape import terminal
-from ..units import sig, si
 
 TOP_OPS = 5        # ops listed against their roofline in the text report
 _BOUND_STYLE = {"compute": "green", "memory": "yellow", "latency": "magenta", "host": "red", "communication": "cyan"}

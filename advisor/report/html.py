@@ -74,7 +74,8 @@ def _finding(f: dict, extra: str = "") -> str:
            f"<dt>expected gain</dt><dd>{_prose(exp['text'])}</dd>",     # the text has the figure (as the CLI's)
            f"<dt>cost</dt><dd>{_prose(rec['cost'])}</dd>",
            f"<dt>checked</dt><dd>{_e(rec.get('checked', 'estimated'))}: {_prose(rec.get('check', ''))}</dd>",
-           f"<dt>source</dt><dd>{'<code>' + _e(f['source']) + '</code>' if f.get('source') else 'not in the trace'}</dd>",
+           "<dt>source</dt><dd>"
+           f"{'<code>' + _e(f['source']) + '</code>' if f.get('source') else 'not in the trace'}</dd>",
            "</dl>",
            f"<details><summary>evidence</summary><dl>{evidence}</dl></details>", extra]
     if f.get("verified"):
@@ -99,8 +100,9 @@ def _verified(rule: str, v: dict) -> str:
                color=["#9aa5b1", "#27ae60" if better else "#c0392b" if worse else "#9aa5b1"])
         ax.set_title(escape.mathtext(name), fontsize=9)
     verdict = "improved" if v.get("improved") else "not improved"
-    return charts.chart(charts.svg(fig), charts.table(["measure", "before", "after"], rows, f"verify of {rule}: {verdict}"),
-                  f"verify {rule}: before and after")
+    return charts.chart(charts.svg(fig),
+                        charts.table(["measure", "before", "after"], rows, f"verify of {rule}: {verdict}"),
+                        f"verify {rule}: before and after")
 
 
 def figures(document: dict) -> list[str]:
@@ -121,7 +123,8 @@ def _figures(doc: dict, views: Optional[dict]) -> list[str]:
     for d in s.get("devices", []):
         if "busy_in_steps_ms" in d:
             cats = d["time_by_category_ms"]
-            svg = charts.barh(list(cats), list(cats.values()), "ms in the traced window", f"{d['name']}: time by category, in the traced window")
+            svg = charts.barh(list(cats), list(cats.values()), "ms in the traced window",
+                              f"{d['name']}: time by category, in the traced window")
             out.append(charts.chart(svg, charts.table(["category", "ms"], [[k, v] for k, v in cats.items()]
                                           + [["busy in the steps", d["busy_in_steps_ms"]],
                                              ["idle in the steps", d["idle_in_steps_ms"]]],
@@ -154,9 +157,10 @@ def run_section(doc: dict, charts: list[str], finding_extra=None) -> str:
         out.append(f'<p class="verdict"><b>verdict</b> {_prose(verdict)}</p>')
     out.append("<h2>Findings</h2>")
     out += ([_finding(f, finding_extra(f) if finding_extra else "") for f in doc["findings"]]
-            or ([] if coverage.summary(doc) else [f"<p>{_e(coverage.NO_RULE_RAN)}</p>" if not (doc.get("rules") or {}).get("ran")
-                                                  and not (doc.get("rules") or {}).get("could_not_run")
-                                                  else "<p>No findings: no rule fired on this run.</p>"]))
+            or ([] if coverage.summary(doc)
+                else [f"<p>{_e(coverage.NO_RULE_RAN)}</p>" if not (doc.get("rules") or {}).get("ran")
+                      and not (doc.get("rules") or {}).get("could_not_run")
+                      else "<p>No findings: no rule fired on this run.</p>"]))
     said = coverage.summary(doc)
     if said:
         head, groups, ran = said
@@ -268,8 +272,9 @@ def _plots(views: dict, summary: dict) -> list[str]:
         ax.set_ylabel("ms")
         ax.set_ylim(bottom=0)
         ax.set_title("step time per step", loc="left")
-        out.append(charts.chart(charts.svg(fig), charts.table(["step", "ms"], [[i, t] for i, t in enumerate(step_times)],
-                                                              f"step time per step ({summary.get('steps_from')})"),
+        out.append(charts.chart(charts.svg(fig),
+                                charts.table(["step", "ms"], [[i, t] for i, t in enumerate(step_times)],
+                                             f"step time per step ({summary.get('steps_from')})"),
                                 "step time"))
     cats = dict(list(categories.items())[:12])
     if cats:
@@ -363,9 +368,10 @@ def compare_section(name: str, comparison) -> str:
 
 def _compare_section(name: str, c) -> str:
     d = c.to_json()
-    rows = [["step time (ms)", _num(d["base"]["step_time_ms"]), _num(d["new"]["step_time_ms"]), _x(d["step_time_ratio"])],
-            ["peak memory (MiB)", _num(_m(d["base"]["peak_memory_bytes"]), 1), _num(_m(d["new"]["peak_memory_bytes"]), 1),
-             _x(d["peak_memory_ratio"])]]
+    rows = [["step time (ms)", _num(d["base"]["step_time_ms"]), _num(d["new"]["step_time_ms"]),
+             _x(d["step_time_ratio"])],
+            ["peak memory (MiB)", _num(_m(d["base"]["peak_memory_bytes"]), 1),
+             _num(_m(d["new"]["peak_memory_bytes"]), 1), _x(d["peak_memory_ratio"])]]
     if c.base.mfu is not None or c.new.mfu is not None:      # the text compare's MFU row, and its peak
         rows.append(["MFU", _pct(c.base.mfu), _pct(c.new.mfu), _x(c.mfu_ratio)])
     caption = f"step-time noise (relative spread): {_pct(d['step_time_noise'])}" + (
@@ -414,7 +420,8 @@ def _ops_table(diff) -> str:
 def _compare_head(c) -> str:
     """What ran on each side and what changed, then the step-time verdict against the runs' noise."""
     runs = "".join(f"<li>{_e(line)}</li>" for line in c.runs_text())
-    return (f"<ul class=meta>{runs}</ul>" if runs else "") + f'<p class="verdict"><b>{_e(c.step_time_verdict())}</b></p>'
+    return ((f"<ul class=meta>{runs}</ul>" if runs else "")
+            + f'<p class="verdict"><b>{_e(c.step_time_verdict())}</b></p>')
 
 
 def _num(v, digits: int = 2) -> str:

@@ -65,7 +65,8 @@ def jsonl_line(item: dict, read_from: str, command: str = "analyze") -> str:
 
 
 SCHEMA_FILES = {"analyze": "analyze.json", "run-workload": "analyze.json", "compare": "compare.json",
-                "check": "check.json", "sweep": "sweep.json", "tune": "tune.json", "rules": "rules.json", "explain": "explain.json"}
+                "check": "check.json", "sweep": "sweep.json", "tune": "tune.json", "rules": "rules.json",
+                "explain": "explain.json"}
 
 
 def schema(command: str) -> dict:

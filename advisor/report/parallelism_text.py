@@ -49,9 +49,10 @@ def render(doc: dict, console: Console) -> None:
                                                               else "")
         else:
             parts = f"{work} microbatch-iterations"
-        line.append(visible(f"{pipe['stages']} stages over {pipe['axis']}, {parts}: {pipe['iterations']} iterations per "
-                    f"stage, {pipe['padding_iterations']} of them padding; bubble {pipe['bubble_fraction'] * 100:.1f}% "
-                    "of the pipeline's compute, (S - 1) / (L*M + S - 1)"))
+        line.append(visible(f"{pipe['stages']} stages over {pipe['axis']}, {parts}: {pipe['iterations']} "
+                            f"iterations per stage, {pipe['padding_iterations']} of them padding; bubble "
+                            f"{pipe['bubble_fraction'] * 100:.1f}% of the pipeline's compute, "
+                            "(S - 1) / (L*M + S - 1)"))
         console.print(line)
     state = view.get("state")
     if state:
@@ -68,7 +69,8 @@ def render(doc: dict, console: Console) -> None:
     memory = view.get("memory_by_kind") or {}
     if memory:
         line = Text("memory at the peak by kind (one device): ", style="bold")
-        line.append(", ".join(f"{_KINDS.get(k, k)} {size(v)}" for k, v in sorted(memory.items(), key=lambda kv: -kv[1])))
+        line.append(", ".join(f"{_KINDS.get(k, k)} {size(v)}"
+                              for k, v in sorted(memory.items(), key=lambda kv: -kv[1])))
         console.print(line)
     for note in view.get("notes", []):
         console.print(terminal(f"note: {note}", style="dim"))

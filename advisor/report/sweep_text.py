@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from ..units import mib
 from . import layout
 from .escape import terminal
-from ..units import mib
 
 
 def render(rows: list[dict], console: Console) -> None:

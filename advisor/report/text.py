@@ -9,10 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..units import mib, si, size
-from . import efficiency_text
-from . import coverage
-from . import layout
-from . import parallelism_text
+from . import coverage, efficiency_text, layout, parallelism_text
 from .escape import terminal
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -372,7 +369,7 @@ def _coverage(doc: dict, console: Console) -> None:
 
 
 def _value(v) -> str:
-    from advisor.workloads.config import format_value     # the one grammar of --set and --vary
+    from advisor.workloads.config import format_value  # the one grammar of --set and --vary
     return format_value(v)
 
 

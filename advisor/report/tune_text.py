@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from ..units import mib
 from . import layout
 from .escape import terminal
-from ..units import mib
 
 
 def render(doc: dict, console: Console) -> None:
-    cols = [layout.Col("config", wrap=True), layout.Col("step time", number=True), layout.Col("vs reference", number=True),
-            layout.Col("peak memory", number=True), layout.Col("fits", wrap=True)]
+    cols = [layout.Col("config", wrap=True), layout.Col("step time", number=True),
+            layout.Col("vs reference", number=True), layout.Col("peak memory", number=True),
+            layout.Col("fits", wrap=True)]
     cells = []
     for r in doc["rows"]:
         if r.get("step_time_ms") is not None:
