@@ -38,10 +38,12 @@ def pytest_addoption(parser):
 
 
 # The modules that take longest (CPU seconds: benchmarks/suite_profile.py), handed to the xdist workers first: one
-# of them last would leave the other worker idle at the end (verify_preflight_sweep, ~50 s, was).
-FIRST = ("test_verify_preflight_sweep", "test_parallel_workloads", "test_check_compare", "test_snapshots",
-         "test_parallel_tensor", "test_fuzz", "test_workloads", "test_checked_advice", "test_rules_on_plain_programs",
-         "test_fleet")
+# of them last would leave the other worker idle at the end (verify_preflight_sweep, ~50 s, was). On 2026-11-28
+# (-n0, --slow): snapshots 183, verify_preflight_sweep 180, parallel_workloads 148, entry_check 134 (a spinning
+# neighbour for most of its 85 s), check_compare 53, parallel_tensor 45, rules_on_plain_programs 33, fuzz 32.
+FIRST = ("test_snapshots", "test_verify_preflight_sweep", "test_parallel_workloads", "test_entry_check",
+         "test_check_compare", "test_parallel_tensor", "test_rules_on_plain_programs", "test_fuzz",
+         "test_checked_advice", "test_workloads", "test_fleet")
 
 
 def pytest_collection_modifyitems(config, items):
