@@ -21,6 +21,10 @@ TIMEOUT_ENV = "ADVISOR_RAY_TIMEOUT_S"      # seconds without any task finishing 
 DEFAULT_TIMEOUT_S = 1800.0
 MIN_FREE_CORES = 2        # a local Ray on fewer free cores is slower than the default engine: its runtime
                           # starts (seconds), and its workers compete with what keeps the cores busy
+# The idle cores are read over SAMPLE_S, and over SETTLE_S more only where that reading is within
+# NEAR cores of a count where the plan changes (x.5: the jobs are the idle cores rounded): beside a
+# busy core, 6 runs take 2.6 s in all, and a flat 0.25 s sample was a tenth of it.
+SAMPLE_S, SETTLE_S, NEAR = 0.1, 0.15, 0.2
 
 
 def free_cores(sample_s: float = 0.25) -> float:
@@ -36,15 +40,25 @@ def free_cores(sample_s: float = 0.25) -> float:
     return sum(1 - busy[c] / 100 for c in allowed if c < len(busy))
 
 
+def planned_free_cores() -> float:
+    """free_cores() over SAMPLE_S, or over SAMPLE_S + SETTLE_S (their mean, weighted by time) where
+    the first reading is near a count where the plan changes."""
+    free = free_cores(SAMPLE_S)
+    if abs(free % 1 - 0.5) < NEAR:
+        free = (free * SAMPLE_S + free_cores(SETTLE_S) * SETTLE_S) / (SAMPLE_S + SETTLE_S)
+    return free
+
+
 def local_ray_plan(units, workers: int) -> tuple[int, Optional[str]]:
     """(CPUs for a local Ray, None), or (jobs for the default engine, why) when a local Ray would be
-    the slower choice: fewer than MIN_FREE_CORES idle cores, or a single host file to read."""
+    the slower choice: fewer than MIN_FREE_CORES idle cores, or a single host file to read (then one
+    run: the default engine reads it in this process, and the idle cores are not read)."""
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
         raise _NO_RAY
     tasks = sum(len(u.host_files) if isinstance(u, RunFiles) else 1 for u in units)
-    free = free_cores()
+    free = planned_free_cores() if tasks >= 2 else 1.0
     usable = max(1, min(workers, int(free + 0.5)))
     if tasks >= 2 and free + 0.5 >= MIN_FREE_CORES:
         return usable, None

@@ -187,9 +187,10 @@ def programs_by_side(sides: list[Side]) -> dict[str, list[dict]]:
 
 
 def start_sides(base_spec: dict, new_spec: dict, base_python: Optional[str] = None,
-                count: int = WORKERS_PER_SIDE) -> list[Side]:
-    """[base side, candidate side], each `count` worker processes, started at once (they compile
-    while the caller does other work)."""
+                count: Optional[int] = None) -> list[Side]:
+    """[base side, candidate side], each `count` worker processes (WORKERS_PER_SIDE), started at once
+    (they compile while the caller does other work)."""
+    count = WORKERS_PER_SIDE if count is None else count
     bases = [Worker(base_spec, base_python, "base") for _ in range(count)]
     news = [Worker(new_spec, None, "candidate") for _ in range(count)]
     return [Side(bases), Side(news, stagger=True)]
@@ -253,6 +254,9 @@ MIN_ROUNDS = 8          # ...from this many: two cycles of the four (reference, 
 MAX_ROUNDS = 24
 ROUND_MS = 300.0        # each side's share of a round: at least this long (steps from the warm-up step's time)
 MAX_ROUND_STEPS = 20
+MIN_ROUND_STEPS = 2     # ...and at least this many: the round's minimum is then of several steps
+# (These knobs are read when a measurement starts: a test that needs a paired measurement, not a
+# precise one, sets MAX_ROUNDS = MIN_ROUNDS and MIN_ROUND_STEPS = 1 for the least that runs the engine.)
 # The least noise a measurement states: the rounds of one run cannot see how the machine's load
 # changes between runs, which moved back-to-back runs' ratios by 2 to 4% beside a busy core
 # (benchmarks/verify_noise.py, docs/benchmarks.md).
@@ -316,16 +320,19 @@ def round_steps(sides: Sequence[Side]) -> int:
     warm = [w.ready.get("warm_ms") for s in sides for w in s.workers if isinstance(w.ready, dict)]
     warm = [x for x in warm if isinstance(x, (int, float)) and x > 0]
     if not warm:
-        return 2
-    return max(2, min(MAX_ROUND_STEPS, math.ceil(ROUND_MS / max(warm))))
+        return MIN_ROUND_STEPS
+    return max(MIN_ROUND_STEPS, min(MAX_ROUND_STEPS, math.ceil(ROUND_MS / max(warm))))
 
 
 def measure_against(reference: Side, candidate: Side, label: str = "", target: float = TARGET_NOISE,
-                    min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS, deadline: Optional[float] = None,
-                    progress=lambda msg: None) -> Measured:
+                    min_rounds: Optional[int] = None, max_rounds: Optional[int] = None,
+                    deadline: Optional[float] = None, progress=lambda msg: None) -> Measured:
     """Time `candidate` against `reference` in interleaved rounds; more rounds (a cycle of worker pairs
     at a time) while undecided: the noise bound wider than `target`, or the band straddling 1 and
-    wider than half of it. `deadline` (time.monotonic()) stops adding rounds."""
+    wider than half of it. `deadline` (time.monotonic()) stops adding rounds. The rounds default to
+    MIN_ROUNDS and MAX_ROUNDS."""
+    min_rounds = MIN_ROUNDS if min_rounds is None else min_rounds
+    max_rounds = MAX_ROUNDS if max_rounds is None else max_rounds
     reference.wait_ready()
     candidate.wait_ready()
     steps = round_steps([reference, candidate])
@@ -347,9 +354,9 @@ class Reference:
     timed against it in turn: the candidate's workers start, are measured, and stop before the next
     one starts, so at most two processes run steps at a time (the others wait on their stdin)."""
 
-    def __init__(self, spec: dict, count: int = WORKERS_PER_SIDE):
-        self.count = count
-        self.side = Side([Worker(spec, None, "reference") for _ in range(count)])
+    def __init__(self, spec: dict, count: Optional[int] = None):
+        self.count = WORKERS_PER_SIDE if count is None else count
+        self.side = Side([Worker(spec, None, "reference") for _ in range(self.count)])
 
     def time(self, spec: dict, label: str, progress=lambda msg: None, **kw) -> Measured:
         candidate = Side([Worker(spec, None, label) for _ in range(self.count)], stagger=True)

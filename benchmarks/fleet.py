@@ -19,7 +19,7 @@ the median wall time.
 throughput as the cluster's workers grow. The cluster's own processes are not children of the
 analysis, so the peak RSS shown is the driver's alone there.
 
-    nice -n 10 python benchmarks/fleet.py [--runs 200] [--jobs 2] [--no-ray] [--busy 1] [--repeat 3]
+    nice -n 10 python benchmarks/fleet.py [--runs 200] [--jobs 2] [--no-ray] [--no-forced-local] [--busy 1] [--repeat 3]
     nice -n 10 python benchmarks/fleet.py --runs 40 --cluster-cpus 1,2 [--repeat 3]
 """
 
@@ -74,10 +74,11 @@ def measure(logdir: Path, extra: list[str], sample_s: float) -> dict:
         wall = time.perf_counter() - start
         out.seek(0)
         err.seek(0)
-        lines = out.read().decode().splitlines()
+        lines, errors = out.read().decode().splitlines(), err.read().decode()
         if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {err.read().decode()[-2000:]}")
-    return {"wall_s": wall, "peak_rss": peak, "lines": lines}
+            raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {errors[-2000:]}")
+    notes = [line for line in errors.splitlines() if line.startswith("advisor: note:")]
+    return {"wall_s": wall, "peak_rss": peak, "lines": lines, "notes": notes}
 
 
 def main() -> None:
@@ -85,6 +86,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--no-ray", action="store_true", help="Leave out --engine ray.")
+    ap.add_argument("--no-forced-local", action="store_true",
+                    help="Leave out --ray-address local (a local Ray whatever the load: the slowest mode).")
     ap.add_argument("--sample-s", type=float, default=0.05)
     ap.add_argument("--busy", type=int, default=0, help="Cores kept busy by spinning processes meanwhile.")
     ap.add_argument("--repeat", type=int, default=1, help="Turns of every mode; the median wall time is shown.")
@@ -101,8 +104,9 @@ def main() -> None:
             import ray  # noqa: F401
             modes.append((f"--engine ray --jobs {args.jobs}", ["--engine", "ray", "--jobs", str(args.jobs)],
                           args.jobs))
-            modes.append(("  --ray-address local", ["--engine", "ray", "--ray-address", "local",
-                                                   "--jobs", str(args.jobs)], args.jobs))
+            if not args.no_forced_local:
+                modes.append(("  --ray-address local", ["--engine", "ray", "--ray-address", "local",
+                                                       "--jobs", str(args.jobs)], args.jobs))
         except ImportError:
             print("ray is not installed (pip install -e '.[ray]'): --engine ray left out")
     with tempfile.TemporaryDirectory(prefix="advisor-fleet-") as tmp:
@@ -126,7 +130,8 @@ def main() -> None:
             runs = turns[name]
             results[name] = {"wall_s": statistics.median(r["wall_s"] for r in runs),
                              "peak_rss": max(r["peak_rss"] for r in runs), "lines": runs[0]["lines"],
-                             "cores": cores, "all_same": all(r["lines"] == runs[0]["lines"] for r in runs)}
+                             "cores": cores, "all_same": all(r["lines"] == runs[0]["lines"] for r in runs),
+                             "walls": [r["wall_s"] for r in runs]}
     first = next(iter(results.values()))["lines"]
     same = all(r["lines"] == first and r["all_same"] for r in results.values())
     base = results["sequential"]["wall_s"]
@@ -135,6 +140,17 @@ def main() -> None:
         rate = args.runs / r["wall_s"]
         print(f"{name:<26}{r['wall_s']:>9.1f}{r['wall_s'] / base:>7.2f}{rate:>9.2f}{r['cores']:>7}{rate / r['cores']:>13.2f}"
               f"{r['peak_rss'] / 2**20:>14.0f}")
+    if args.repeat > 1:
+        for name, r in results.items():
+            print(f"  {name.strip()}: every turn " + ", ".join(f"{w:.1f}" for w in r["walls"]) + " s")
+    for name in results:      # what --engine ray chose (the default engine, and with how many jobs)
+        for note in sorted({n for r in turns[name] for n in r["notes"]}):
+            print(f"  {name.strip()}: {note}")
+    ray_name, default_name = f"--engine ray --jobs {args.jobs}", f"--jobs {args.jobs}"
+    if ray_name in results:     # the issue's figure: --engine ray against the default engine beside it
+        print(f"--engine ray / the default engine (--jobs {args.jobs}): "
+              f"{results[ray_name]['wall_s'] / results[default_name]['wall_s']:.2f}; / sequential: "
+              f"{results[ray_name]['wall_s'] / base:.2f}")
     print(f"every mode printed the same {len(first)} documents: {'yes' if same else 'NO'}; "
           f"load average {os.getloadavg()[0]:.2f} at the end")
     if not same:

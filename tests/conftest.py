@@ -38,10 +38,12 @@ def pytest_addoption(parser):
 
 
 # The modules that take longest (CPU seconds: benchmarks/suite_profile.py), handed to the xdist workers first: one
-# of them last would leave the other worker idle at the end (verify_preflight_sweep, ~50 s, was).
-FIRST = ("test_verify_preflight_sweep", "test_parallel_workloads", "test_check_compare", "test_snapshots",
-         "test_parallel_tensor", "test_fuzz", "test_workloads", "test_checked_advice", "test_rules_on_plain_programs",
-         "test_fleet")
+# of them last would leave the other worker idle at the end (verify_preflight_sweep, ~50 s, was). On 2026-11-28
+# (-n0, --slow): snapshots 183, verify_preflight_sweep 180, parallel_workloads 148, entry_check 134 (a spinning
+# neighbour for most of its 85 s), check_compare 53, parallel_tensor 45, rules_on_plain_programs 33, fuzz 32.
+FIRST = ("test_snapshots", "test_verify_preflight_sweep", "test_parallel_workloads", "test_entry_check",
+         "test_check_compare", "test_parallel_tensor", "test_rules_on_plain_programs", "test_fuzz",
+         "test_checked_advice", "test_workloads", "test_fleet")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -71,12 +73,22 @@ def pytest_configure(config):
     atexit.register(shutil.rmtree, folder, True)
 
 
-def advisor(*args, cwd=None, timeout=600, env=None):
-    """Run the installed `advisor` command as a user would; returns the CompletedProcess."""
+# The paired timing engine at the least that still runs all of it (the fixture least_timing says why).
+LEAST_TIMING = {"MAX_ROUNDS": "MIN_ROUNDS", "MIN_ROUND_STEPS": 1, "ROUND_MS": 0.0}
+
+
+def advisor(*args, cwd=None, timeout=600, env=None, least_timing=False):
+    """Run the installed `advisor` command as a user would; returns the CompletedProcess.
+    least_timing: with the paired timing engine's knobs set as the fixture least_timing sets them."""
     import os
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "advisor.cli", *map(str, args)],
+    command = ["-m", "advisor.cli"]
+    if least_timing:
+        knobs = "; ".join(f"timing.{k} = {'timing.' + v if isinstance(v, str) else v}" for k, v in LEAST_TIMING.items())
+        command = ["-c", f"import sys; from advisor import timing; {knobs}; sys.argv[0] = 'advisor'; "
+                         "from advisor.cli import main; main()"]
+    return subprocess.run([sys.executable, *command, *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, timeout=timeout, env=full_env)
 
 
@@ -144,6 +156,20 @@ def loaded_profile():
             cache[path] = analyze_path(path)
         return cache[path]
     return load
+
+
+@pytest.fixture
+def least_timing(monkeypatch):
+    """The paired timing engine (advisor/timing.py) at the least that still runs all of it: both sides'
+    worker processes, MIN_ROUNDS interleaved rounds over every pair of them, and no more, of one step a
+    side. For tests of what a command does with a paired measurement, not of how precise it is
+    (benchmarks/verify_noise.py measures that; tests/test_check_compare.py tests adding rounds). At
+    XLA's -O0 the tiny Transformer's step takes 0.6 to 0.9 s on one thread: the defaults (up to 24
+    rounds of 2 steps a side) took 80 s a change."""
+    from advisor import timing
+
+    for name, value in LEAST_TIMING.items():
+        monkeypatch.setattr(timing, name, getattr(timing, value) if isinstance(value, str) else value)
 
 
 def rule_ids(doc, run=0):

@@ -362,3 +362,45 @@ def test_check_html_leads_with_its_verdict(tmp_path):
     verdict = "advisor check passed" if proc.returncode == 0 else "advisor check failed"
     assert '<section class="verdict">' in page and verdict in page
     assert page.index(verdict) < page.index("<h2", page.index(verdict) + 1)    # before the run's own sections
+
+
+class _CyclingWorker(_FakeWorker):
+    """A ready timing worker whose step time (ms) cycles through `pattern`, one value per request."""
+
+    def __init__(self, pattern, warm_ms=100.0):
+        self.pattern, self.calls, self.ready = pattern, 0, {"ready": True, "warm_ms": warm_ms}
+
+    def run(self, steps):
+        self.calls += 1
+        return [self.pattern[(self.calls - 1) % len(self.pattern)]] * steps
+
+
+def test_measure_against_adds_rounds_while_undecided_up_to_the_most(monkeypatch):
+    """verify, sweep and tune's engine: MIN_ROUNDS rounds, then a cycle of worker pairs at a time while
+    the noise bound is wider than the target, up to MAX_ROUNDS; the round's steps from ROUND_MS over the
+    slowest warm-up step. (The end-to-end tests run it at the least: conftest's least_timing.)"""
+    from advisor import timing
+
+    reference = timing.Side([_CyclingWorker([100.0]), _CyclingWorker([100.0])])
+    slower = timing.measure_against(reference, timing.Side([_CyclingWorker([120.0]), _CyclingWorker([120.0])], stagger=True), "slower")
+    assert slower.rounds == timing.MIN_ROUNDS and slower.verdict == "slower" and round(slower.ratio, 3) == 1.2
+    progress = []
+
+    def noisy():
+        return timing.Side([_CyclingWorker([70.0, 130.0, 100.0, 88.0, 112.0]),
+                            _CyclingWorker([125.0, 75.0, 104.0, 96.0])], stagger=True)
+    m = timing.measure_against(reference, noisy(), "noisy", max_rounds=16, progress=progress.append)
+    assert m.rounds == 16 and m.verdict == "within noise" and m.noise > timing.TARGET_NOISE
+    added = [line.split(" after ")[1] for line in progress if " after " in line]
+    assert added == ["8 rounds: 4 more", "12 rounds: 4 more"]
+    # the defaults are read when a measurement starts: at MAX_ROUNDS = MIN_ROUNDS, no round is added
+    monkeypatch.setattr(timing, "MAX_ROUNDS", timing.MIN_ROUNDS)
+    assert timing.measure_against(reference, noisy(), "noisy").rounds == timing.MIN_ROUNDS
+    # steps a side per round: ROUND_MS over the slowest warm-up step, between MIN_ and MAX_ROUND_STEPS
+    assert timing.round_steps([timing.Side([_CyclingWorker([1.0], warm_ms=100.0)])]) == 3
+    slow_step = timing.Side([_CyclingWorker([1.0], warm_ms=900.0)])
+    assert timing.round_steps([slow_step]) == timing.MIN_ROUND_STEPS == 2
+    assert timing.round_steps([timing.Side([_CyclingWorker([1.0], warm_ms=1.0)])]) == timing.MAX_ROUND_STEPS
+    monkeypatch.setattr(timing, "MIN_ROUND_STEPS", 1)
+    monkeypatch.setattr(timing, "ROUND_MS", 0.0)
+    assert timing.round_steps([slow_step]) == 1

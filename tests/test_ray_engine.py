@@ -55,6 +55,26 @@ def test_a_bad_timeout_is_one_line(monkeypatch):
         "advisor: error: ADVISOR_RAY_TIMEOUT_S='soon': expected a number of seconds"]
 
 
+def test_idle_cores_are_read_longer_only_near_a_count_where_the_plan_changes(monkeypatch):
+    """0.1 s of reading where it is clear (beside one busy core of two: 1.0 idle, the default engine
+    with one job); 0.25 s in all where one reading is near x.5, where the jobs or Ray's start change."""
+    from advisor import ray_engine
+
+    def readings(*values):
+        calls = []
+
+        def free_cores(sample_s):
+            calls.append(sample_s)
+            return values[len(calls) - 1]
+        monkeypatch.setattr(ray_engine, "free_cores", free_cores)
+        return calls
+    calls = readings(1.0)
+    assert ray_engine.planned_free_cores() == 1.0 and calls == [ray_engine.SAMPLE_S]
+    calls = readings(1.6, 1.1)      # near 1.5: read again, the mean weighted by time
+    assert ray_engine.planned_free_cores() == pytest.approx((1.6 * 0.1 + 1.1 * 0.15) / 0.25)
+    assert calls == [ray_engine.SAMPLE_S, ray_engine.SETTLE_S]
+
+
 def test_idle_cores_are_measured():
     from advisor.ray_engine import free_cores
 

@@ -6,7 +6,7 @@ from conftest import cli
 from test_json_schema import validate
 
 
-def test_verify_measures_each_change(tmp_path):
+def test_verify_measures_each_change(tmp_path, least_timing):
     proc = cli("run-workload", "transformer", "--steps", "2", "--verify", "--logdir", tmp_path,
                    "--select", "missing-remat", "--select", "scan-dynamic-update-slice", "--format", "json")
     assert proc.returncode == 0, proc.stderr
@@ -77,7 +77,7 @@ def test_preflight_turns_a_step_that_does_not_fit_into_a_finding(tmp_path):
     assert not list(tmp_path.rglob("*.xplane.pb")), "a step that does not fit must not run"
 
 
-def test_sweep_compares_rows(tmp_path):
+def test_sweep_compares_rows(tmp_path, least_timing):
     proc = cli("sweep", "transformer", "--vary", "model.remat=none,MLP+Attn", "--steps", "2",
                    "--logdir", tmp_path, "--format", "json")
     doc = validate("sweep", proc)
