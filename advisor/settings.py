@@ -23,6 +23,9 @@ from .model import Profile
 from .peak_table import UserPeaks
 
 MIN_IDLE_SHARE = 0.2    # idle this share of the steps or more is host-bound (host-bound's min_idle_share default)
+# A kernel shorter than this (ns) is mostly its launch's fixed cost (a few µs of launch and ramp-up) on a
+# GPU: many of them make a step launch-bound. One of the loader's kernel duration buckets' edges.
+SMALL_KERNEL_NS = 10_000.0
 _KEY = "settings"       # where the bound settings are kept among the profile's views
 
 
@@ -35,6 +38,7 @@ class Settings:
     peaks: Optional[UserPeaks] = None           # --peak-flops/--peak-bandwidth: in place of the device table's
     mesh: Optional[tuple[tuple[str, int], ...]] = None     # --mesh: the axes, major first
     min_idle_share: float = MIN_IDLE_SHARE      # idle steps are host-bound from this share (host-bound's option)
+    small_kernel_ns: float = SMALL_KERNEL_NS    # a kernel shorter than this is small (views.kernels, launch-bound)
     # found for the run when the job binds them, not given by the user
     calibration: Optional[UserPeaks] = None     # advisor calibrate's, for the machine the run records
     calibration_unused: str = ""                # why a calibration of a host of the trace's name is not used

@@ -74,3 +74,19 @@ def test_small_kernels_come_from_the_loaders_duration_buckets(loaded_profile):
         assert larger.count >= small.count and larger.ns >= small.ns
     with pytest.raises(ValueError):
         kernels.small_kernels(active[0], 12_345.0)     # a threshold the buckets cannot answer
+
+
+def test_the_small_kernel_threshold_is_a_bound_setting(loaded_profile):
+    """The view reads the threshold from the settings bound to the run, not a constant of its own."""
+    import copy
+
+    from advisor.settings import Settings, bind
+
+    profile = copy.deepcopy(loaded_profile("gpu-traces/tf_bert_v100_multiworker")[0].profile)
+    device = profile.active_devices[0]
+    bind(profile, Settings(small_kernel_ns=100_000.0))
+    view = kernels.of(profile)
+    assert view.threshold_ns == 100_000.0
+    assert view.of_device(device.name) == kernels.small_kernels(device, 100_000.0)
+    bind(profile, Settings())
+    assert kernels.of(profile).threshold_ns == kernels.SMALL_KERNEL_NS

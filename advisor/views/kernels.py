@@ -2,8 +2,8 @@
 than a threshold and their time, over the window, from the loader's kernel duration buckets
 (`DeviceSummary.kernel_counts`, `model.KERNEL_BUCKETS_NS`). Launch-bound reads them.
 
-The threshold is one of the buckets' edges: a kernel under 10 µs on a GPU is mostly its launch's
-fixed cost (a few µs of launch and ramp-up), so many of them make a step launch-bound.
+The threshold is a bound setting (`Settings.small_kernel_ns`, 10 µs: on a GPU such a kernel is
+mostly its launch's fixed cost), one of the buckets' edges.
 """
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ import dataclasses
 from typing import Any
 
 from ..model import KERNEL_BUCKETS_NS, DeviceSummary, Profile
+from ..settings import SMALL_KERNEL_NS, bound
 from .bound import cached
-
-SMALL_KERNEL_NS = 10_000.0      # kernels shorter than this are small (one of KERNEL_BUCKETS_NS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +38,7 @@ class Kernels:
 
 
 def of(profile: Profile) -> Kernels:
-    return cached(profile, "kernels", lambda p: build(p, SMALL_KERNEL_NS))
+    return cached(profile, "kernels", lambda p: build(p, bound(p).small_kernel_ns))
 
 
 def build(profile: Profile, threshold_ns: float = SMALL_KERNEL_NS) -> Kernels:
