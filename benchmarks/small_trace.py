@@ -19,7 +19,12 @@ PYTHONDONTWRITEBYTECODE is set (this project's development machines set it), it 
 the children's environment: else advisor's hundred modules are compiled from source on every
 run (0.1 s on the notebook trace) while jax's are not.
 
-    nice -n 5 python benchmarks/small_trace.py [--repeat 7] [FILE_OR_RUN ...]
+With --baseline-python PYTHON (another checkout's interpreter, e.g. main's `.venv/bin/python`), a
+third side runs `PYTHON -m advisor analyze` in the same turns, and this tree / baseline is printed
+beside: a change's cost measured side by side. Every side runs from a neutral folder, so neither
+imports the clone it was started in.
+
+    nice -n 5 python benchmarks/small_trace.py [--repeat 7] [--baseline-python PY] [FILE_OR_RUN ...]
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,12 +64,15 @@ def xplane_of(path: Path) -> Path:
     return path if path.is_file() else sorted(path.rglob("*.xplane.pb"))[0]
 
 
+NEUTRAL = tempfile.mkdtemp(prefix="small-trace-")     # the children's working folder: no clone on their path
+
+
 def timed(cmd: list[str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the process and its children): on a shared machine the CPU
     time is the steadier figure, the wall time what a user waits."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=NEUTRAL)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -73,23 +82,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="*", type=Path, default=DEFAULT)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--baseline-python", metavar="PY", help="another checkout's Python: its advisor timed beside")
     args = ap.parse_args()
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start; medians of {args.repeat}")
+    base_head = f"{'base s':>8}{'this/base':>10}{'base CPU s':>12}{'this/base':>10}" if args.baseline_python else ""
     print(f"{'trace':<46}{'MB':>5}{'floor s':>9}{'advisor s':>11}{'ratio':>7}{'floor CPU s':>13}"
-          f"{'advisor CPU s':>15}{'ratio':>7}")
+          f"{'advisor CPU s':>15}{'ratio':>7}{base_head}")
     for path in args.paths:
-        xplane = xplane_of(path)
-        floor, advisor = [], []
-        timed([sys.executable, "-c", FLOOR, str(xplane)])      # untimed: compiles, and reads the file into the cache
-        timed([sys.executable, "-m", "advisor", "analyze", str(xplane), "--format", "json"])
+        xplane = xplane_of(path.resolve())
+        sides = {"floor": [sys.executable, "-c", FLOOR, str(xplane)],
+                 "advisor": [sys.executable, "-m", "advisor", "analyze", str(xplane), "--format", "json"]}
+        if args.baseline_python:
+            sides["base"] = [args.baseline_python, "-m", "advisor", "analyze", str(xplane), "--format", "json"]
+        runs: dict[str, list] = {side: [] for side in sides}
+        for cmd in sides.values():
+            timed(cmd)         # untimed: compiles, and reads the file into the cache
         for _ in range(args.repeat):
-            floor.append(timed([sys.executable, "-c", FLOOR, str(xplane)]))
-            advisor.append(timed([sys.executable, "-m", "advisor", "analyze", str(xplane), "--format", "json"]))
-        f, a = (statistics.median(w for w, _ in runs) for runs in (floor, advisor))
-        fc, ac = (statistics.median(c for _, c in runs) for runs in (floor, advisor))
-        name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+            for side, cmd in sides.items():
+                runs[side].append(timed(cmd))
+        wall = {side: statistics.median(w for w, _ in r) for side, r in runs.items()}
+        cpu = {side: statistics.median(c for _, c in r) for side, r in runs.items()}
+        f, a, fc, ac = wall["floor"], wall["advisor"], cpu["floor"], cpu["advisor"]
+        name = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
+        base = (f"{wall['base']:>8.2f}{a / wall['base']:>9.2f}x{cpu['base']:>12.2f}{ac / cpu['base']:>9.2f}x"
+                if "base" in sides else "")
         print(f"{name[-46:]:<46}{xplane.stat().st_size / 1e6:>5.1f}{f:>9.2f}{a:>11.2f}{a / f:>6.2f}x"
-              f"{fc:>13.2f}{ac:>15.2f}{ac / fc:>6.2f}x", flush=True)
+              f"{fc:>13.2f}{ac:>15.2f}{ac / fc:>6.2f}x{base}", flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
