@@ -12,7 +12,6 @@ from flax import struct
 from flax.training import train_state
 
 
-
 class TrainState(train_state.TrainState):
     rng: jax.Array
 
