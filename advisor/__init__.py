@@ -14,8 +14,8 @@ from . import clone_folders as _clone_folders
 
 _clone_folders.install(_Path(__file__).resolve().parent)   # `python -m advisor` in a clone's root
 
-from .version import __version__  # noqa: E402
 from .api import Plan, Report, Trace, analyze, preflight, trace  # noqa: E402  (api imports jax lazily)
+from .version import __version__  # noqa: E402
 
 
 def __getattr__(name: str):

@@ -79,7 +79,8 @@ class Report:
         try:
             import pandas as pd
         except ImportError:
-            raise ImportError("Report.to_pandas needs pandas: pip install pandas (in advisor's clone: pip install -e '.[pandas]')") from None
+            raise ImportError("Report.to_pandas needs pandas: pip install pandas "
+                              "(in advisor's clone: pip install -e '.[pandas]')") from None
         findings, ops = [], []
         for a in self.runs:
             for f in a.findings:
@@ -98,7 +99,8 @@ class Report:
 
     def __repr__(self) -> str:
         n = sum(len(a.findings) for a in self.runs)
-        return f"<advisor.Report of {self.read_from}: {len(self.runs)} run(s), {n} finding(s), {len(self.failed)} failed>"
+        return (f"<advisor.Report of {self.read_from}: {len(self.runs)} run(s), {n} finding(s), "
+                f"{len(self.failed)} failed>")
 
 
 def json_doc_warnings(report: Report) -> list[str]:
@@ -132,7 +134,8 @@ def analyze(path: Union[str, Path], select: Optional[Iterable[str]] = None, igno
     Raises advisor.errors.AdvisorError on bad input (a path with no run, an unknown rule or option).
     """
     from .engine import analyze_all
-    from .user_input import API, job as user_job
+    from .user_input import API
+    from .user_input import job as user_job
 
     job = user_job(select, ignore, options or {}, device_memory=device_memory, steps=steps, peak_flops=peak_flops,
                    peak_bandwidth=peak_bandwidth, peaks=peaks, mesh=mesh, names=API)
@@ -270,8 +273,8 @@ def preflight(fn: Callable, *args, memory_limit: Size = None, **kwargs) -> Plan:
     """
     import jax
 
-    from .workload_memory import device_capacity
     from .units import mib
+    from .workload_memory import device_capacity
 
     shapes, kw_shapes = jax.tree_util.tree_map(_abstract, (args, kwargs))
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)

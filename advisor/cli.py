@@ -15,13 +15,13 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from .version import __version__
-from .engine import ENGINES
 from .bad_input import Group, user_errors
+from .engine import ENGINES
 from .errors import EXIT_SOME_RUNS_FAILED, AdvisorError
 from .outputs import refuse_overwrite, write_text
 from .report import formats
 from .report.escape import terminal
+from .version import __version__
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 SET_HELP = ("Override a config key, e.g. --set model.scan_layers=false, --set model.remat=MLP+Attn (a set: its "
@@ -409,7 +409,8 @@ def sweep(name, preset, overrides, vary, steps, logdir, memory_limit, fmt):
 @main.command("tune")
 @click.argument("name")
 @click.option("--preset", default="tiny", show_default=True)
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Applied to every row (as run-workload's --set).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Applied to every row (as run-workload's --set).")
 @click.option("--vary", multiple=True, metavar="KEY=V1,V2,...", help="Search these axes (as sweep's --vary) instead of "
               "those the findings name (the workload is then not profiled first).")
 @click.option("--budget", type=click.FloatRange(min=0), default=180.0, show_default=True,

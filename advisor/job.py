@@ -13,11 +13,11 @@ import dataclasses
 import re
 from typing import Any, Callable, Optional, Union
 
+from . import views
 from .errors import AdvisorError
 from .findings import Finding, sort_key
 from .locate import RemoteRun, RunFiles, fetched, find_runs, url_join
 from .model import Profile
-from . import views
 from .rule import Rule
 from .settings import Settings, bind
 from .views import summary as summary_view
@@ -118,7 +118,8 @@ class Job:
                     profile.notes.append(note)
         from .sources import shorten
         shorten(findings, profile.run_metadata)
-        analysis = Analysis(profile=profile, findings=findings, summary=summary_view.of(profile).to_json(), rules=coverage)
+        analysis = Analysis(profile=profile, findings=findings, summary=summary_view.of(profile).to_json(),
+                            rules=coverage)
         from .compiled_advice import apply_recorded, compile_check_trace
         if self.compile_check:
             compile_check_trace(analysis, progress)
@@ -148,6 +149,7 @@ class Job:
     def readers(self) -> dict[str, list[str]]:
         """{a part of the trace: the ids of the chosen rules that read it}, for the loader to name."""
         from advisor import rules as catalog
+
         from .rule import readers
 
         return readers(catalog.ALL if self.rules is None else self.rules)
@@ -189,7 +191,7 @@ def _one(run: RunFiles, job: Job, progress) -> Union[Analysis, RunFailure]:
     from .trace_head import check_trace_head
 
     try:
-        check_trace_head(run.xplane)     # before any reader starts on it (another host's file is skipped with a warning)
+        check_trace_head(run.xplane)     # before any reader starts on it (another host's file: skipped, a warning)
         return job.analyze(loader.load_run(run, job.settings.steps, job.readers()), progress)
     except AdvisorError as err:
         return RunFailure(str(run.xplane), str(err))

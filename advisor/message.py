@@ -78,7 +78,8 @@ class Message:
         unit = METRICS[self.metric]
         if unit == "ms" and saving is not None:
             saving = round(saving / 1e6, 3)
-        recommendation = Recommendation(text=text, expected=Expected(self.metric, saving, unit, fill(self.gain, fields)),
+        recommendation = Recommendation(text=text,
+                                        expected=Expected(self.metric, saving, unit, fill(self.gain, fields)),
                                         cost=fill(self.cost, fields), config=config, remedy=remedy,
                                         alternatives=list(alternatives or []))
         return Finding(rule=rule.id, severity=severity, title=fill(self.title, fields), evidence=evidence,

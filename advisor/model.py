@@ -163,7 +163,8 @@ class Instruction:
     def is_attention(self) -> bool:
         """A fused attention call (cuDNN's flash attention, Transformer Engine): matmuls on the tensor cores."""
         target = self.custom_call_target
-        return self.opcode == "custom-call" and (target.startswith("__cudnn$fmha") or target.startswith("te_fused_attn_"))
+        return self.opcode == "custom-call" and (target.startswith("__cudnn$fmha")
+                                                 or target.startswith("te_fused_attn_"))
 
 
 class Instructions(Mapping):

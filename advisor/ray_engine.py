@@ -10,8 +10,8 @@ import os
 import re
 from typing import Iterator, Optional, Union
 
-from .job import Job, Result, RunFailure, label, run_job
 from .errors import AdvisorError
+from .job import Job, Result, RunFailure, label, run_job
 from .locate import RunFiles
 from .model import Profile
 
@@ -161,7 +161,8 @@ class _Tasks:
         profile, reference = self.first_host.remote(self.cwd, unit, job.settings.steps, job.readers())
         # The reference goes in a list so that Ray does not wait for it before starting the task:
         # each other host is read while the first host (and its HLO) is still being read.
-        parts = [self.other_host.remote(self.cwd, path, [reference], job.settings.steps) for path in unit.host_files[1:]]
+        parts = [self.other_host.remote(self.cwd, path, [reference], job.settings.steps)
+                 for path in unit.host_files[1:]]
         return self.merge.remote(unit, job, profile, *parts)
 
 

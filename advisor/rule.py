@@ -12,7 +12,6 @@ from .message import Message
 from .model import Profile
 from .settings import device_capacity
 
-
 # What a rule reads from the trace (Rule.needs), each with the test of a profile and what a trace
 # without it lacks: a rule whose needs the trace does not meet could not run, and the report says so.
 NEEDS: dict[str, tuple[Callable[[Profile], bool], str]] = {

@@ -33,7 +33,7 @@ _KEY = "settings"       # where the bound settings are kept among the profile's 
 class Settings:
     """Every user setting that changes an analysis (picklable: it travels in the Job to worker processes
     and Ray tasks)."""
-    steps: Optional[slice] = None               # --steps A:B: only the steps numbered in this slice (the loader's window)
+    steps: Optional[slice] = None               # --steps A:B: only the steps numbered in this slice (loader's window)
     device_memory: Optional[int] = None         # --device-memory (bytes): the capacity, in place of the trace's
     peaks: Optional[UserPeaks] = None           # --peak-flops/--peak-bandwidth: in place of the device table's
     mesh: Optional[tuple[tuple[str, int], ...]] = None     # --mesh: the axes, major first

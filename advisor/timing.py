@@ -291,7 +291,8 @@ class Measured:
         return f"x{self.ratio:.2f} ±{self.noise:.0%}"
 
     def to_json(self) -> dict:
-        return {"method": "interleaved", "ratio": round(self.ratio, 4), "band": [round(self.low, 4), round(self.high, 4)],
+        return {"method": "interleaved", "ratio": round(self.ratio, 4),
+                "band": [round(self.low, 4), round(self.high, 4)],
                 "noise": round(self.noise, 4), "verdict": self.verdict, "base_ms": round(self.base_ms, 3),
                 "new_ms": round(self.new_ms, 3), "rounds": self.rounds, "steps_per_round": self.steps}
 
@@ -438,7 +439,8 @@ def _workload_step(spec: dict):
         # Every timed step starts from the same state: a step's time can depend on the values it
         # computes (denormals), and two sides that had run different numbers of steps would
         # drift apart. A copy, because a donating step deletes its inputs.
-        return jax.block_until_ready(jax.tree_util.tree_map(lambda x: x.copy() if isinstance(x, jax.Array) else x, (state0, metrics0)))
+        return jax.block_until_ready(jax.tree_util.tree_map(lambda x: x.copy() if isinstance(x, jax.Array) else x,
+                                                            (state0, metrics0)))
 
     def timed() -> float:
         state, metrics = fresh()

@@ -134,9 +134,9 @@ def _findings(name, preset, config, logdir, capacity, progress) -> list:
     from .engine import analyze_path
     from .findings import Expected, Finding, Recommendation
     from .job import Job
-    from .settings import Settings
     from .memory_plan import candidates
     from .runner import profile_workload
+    from .settings import Settings
     from .workload_memory import OutOfMemory
 
     progress("profiling the workload as given, for the settings its findings name")

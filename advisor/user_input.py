@@ -20,8 +20,16 @@ from typing import Any, Iterable, Optional, Union
 
 from .errors import AdvisorError
 from .job import Job
-from .settings import (Settings, group_options, parse_ids, parse_option_flags, parse_size_setting, parse_steps_flag,
-                       user_peaks, validate_options)
+from .settings import (
+    Settings,
+    group_options,
+    parse_ids,
+    parse_option_flags,
+    parse_size_setting,
+    parse_steps_flag,
+    user_peaks,
+    validate_options,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +124,8 @@ def read_project_settings(folder: Path) -> RuleConfig:
                 for key, value in opts.items():
                     raw[f"{rule}.{key}"] = value
             return RuleConfig(_split_ids(section.get("select"), f"{where} select"),
-                            _split_ids(section.get("ignore"), f"{where} ignore") or [], group_options(raw, where), where)
+                            _split_ids(section.get("ignore"), f"{where} ignore") or [], group_options(raw, where),
+                            where)
     if setup_cfg.is_file():
         parser = configparser.ConfigParser(interpolation=None)    # a `%` in a value is a `%`
         try:

@@ -117,9 +117,9 @@ def row(run: Path, tmp: Path, peaks=None) -> str:
 
     from advisor.engine import analyze_path
     from advisor.job import Job
-    from advisor.settings import Settings
     from advisor.load.xprof_tools import start_xprof
     from advisor.report.efficiency_text import pct, rate
+    from advisor.settings import Settings
     from advisor.views import ops
 
     name = str(run.relative_to(FIXTURES)).split("/plugins")[0]

@@ -119,7 +119,7 @@ def main() -> None:
         try:
             turns: dict[str, list[dict]] = {name: [] for name, _, _ in modes}
             for _ in range(args.repeat):
-                for name, extra, cores in modes:
+                for name, extra, _ in modes:
                     turns[name].append(measure(logdir, extra, args.sample_s))
         finally:
             for spinner in spinners:
@@ -138,8 +138,8 @@ def main() -> None:
     print(f"{'mode':<26}{'wall s':>9}{'/ seq':>7}{'runs/s':>9}{'cores':>7}{'runs/s/core':>13}{'peak RSS MiB':>14}")
     for name, r in results.items():
         rate = args.runs / r["wall_s"]
-        print(f"{name:<26}{r['wall_s']:>9.1f}{r['wall_s'] / base:>7.2f}{rate:>9.2f}{r['cores']:>7}{rate / r['cores']:>13.2f}"
-              f"{r['peak_rss'] / 2**20:>14.0f}")
+        print(f"{name:<26}{r['wall_s']:>9.1f}{r['wall_s'] / base:>7.2f}{rate:>9.2f}{r['cores']:>7}"
+              f"{rate / r['cores']:>13.2f}{r['peak_rss'] / 2**20:>14.0f}")
     if args.repeat > 1:
         for name, r in results.items():
             print(f"  {name.strip()}: every turn " + ", ".join(f"{w:.1f}" for w in r["walls"]) + " s")

@@ -203,7 +203,8 @@ class Harness:
         try:
             if meta is not None:
                 profile.run_metadata = meta
-            analysis = Job(None if rules is None else tuple(rules), options, Settings(device_memory=capacity, peaks=peaks)).analyze(profile)
+            analysis = Job(None if rules is None else tuple(rules), options,
+                           Settings(device_memory=capacity, peaks=peaks)).analyze(profile)
             self.render(analysis)
             broken = [n for n in profile.notes if n.startswith("internal error")]
             if broken:

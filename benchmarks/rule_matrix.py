@@ -115,13 +115,12 @@ def gpu_path(folder: str) -> Path:
 
 def corpus_rows() -> list[tuple[str, set, dict, dict]]:
     """(name, rules that must fire, findings' severities by rule, verdict by rule) per corpus program."""
-    from corpus.expectations import CASES, expectation
-    from corpus.traces import materialize
-
     from advisor.engine import analyze_all
     from advisor.job import Job
-    from advisor.settings import Settings
     from advisor.rules import ALL
+    from advisor.settings import Settings
+    from corpus.expectations import CASES, expectation
+    from corpus.traces import materialize
 
     rule_ids = [r.id for r in ALL]
     rows = []
@@ -158,9 +157,8 @@ def main() -> None:
     ap.add_argument("--corpus-only", action="store_true",
                     help="only the corpus (skip recording the tutorial rows and the plain programs)")
     args = ap.parse_args()
-    from corpus.expectations import satisfied
-
     from advisor.rules import ALL
+    from corpus.expectations import satisfied
 
     rule_ids = [r.id for r in ALL]
     observed = []

@@ -59,8 +59,8 @@ TOP_CAUSES = 3      # ops named as where the straggler's extra time goes
 COMPILE_SHARE = 0.5     # a late host's compiles explain its lateness from this share of its extra idle time
 
 MESSAGE = Message(      # a straggler device
-    title="straggler: {where} computes {extra:ms} longer per step than the typical device ({ratio:.1f}x), and the other "
-          "devices wait for it ({others_wait:ms} per step, typical)",
+    title="straggler: {where} computes {extra:ms} longer per step than the typical device ({ratio:.1f}x), and the "
+          "other devices wait for it ({others_wait:ms} per step, typical)",
     fix="balance the work across devices: {where} has more to compute each step{causes} (uneven shards, sequence "
         "lengths or data-dependent loop counts)",
     gain="up to {saving:ms} per step ({gain_share:pct} of the step), the time the others wait for it",

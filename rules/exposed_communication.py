@@ -47,7 +47,7 @@ do on accelerators, not a measurement of it.
 ## Options
 - `min_share` (default 0.2): fire when exposed collective transfer is at least this share of the step (median device).
 - `small_collective_bytes` (default 1 MiB): collectives under this many bytes per device count as small.
-"""
+"""  # noqa: E501 - printed as written (advisor explain, SARIF help, docs/rules.md), pinned byte for byte
 
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ MESSAGE = Message(
          "another{on_cpu}",
 )
 FSDP = MESSAGE.but(
-    fix="{role_count:.0f} FSDP gathers and scatters per step move {role_moved:mib} per device: overlap them with compute "
-        "(prefetch the next layer's weights), or shard over fewer devices where memory allows{on_gpu}")
+    fix="{role_count:.0f} FSDP gathers and scatters per step move {role_moved:mib} per device: overlap them with "
+        "compute (prefetch the next layer's weights), or shard over fewer devices where memory allows{on_gpu}")
 SMALL = MESSAGE.but(      # many small collectives
     fix="{count:.0f} collectives per step move {moved:size} per device, {each:size} each: fewer, larger collectives "
         "(group the gradients into one all-reduce; XLA combines small ones up to "
@@ -145,8 +145,9 @@ def check(profile: Profile, min_share: float = 0.2, small_collective_bytes: int 
     pipe = view.pipeline if view is not None else None
     cpu = profile.backend == "cpu"
     yield RULE.finding(
-        profile, message=BY_ROLE.get(role) or (SMALL if small else MESSAGE), severity="info" if cpu else None, impact=share, share=share,
-        saving=transfer, device=median.name, wait=wait, moved=moved, count=count, plural="s" if round(count) != 1 else "",
+        profile, message=BY_ROLE.get(role) or (SMALL if small else MESSAGE), severity="info" if cpu else None,
+        impact=share, share=share, saving=transfer, device=median.name, wait=wait, moved=moved, count=count,
+        plural="s" if round(count) != 1 else "",
         each=int(moved / count) if count else 0, role_count=role_count, role_moved=role_moved,
         schedule=f" ({pipe.iterations} schedule iterations over {pipe.stages} stages)" if pipe else "",
         on_gpu=ON_GPU if profile.backend == "gpu" else "", on_cpu=f"; {CPU_NOTE}" if cpu else "",

@@ -45,15 +45,15 @@ from typing import Optional
 
 from advisor.message import Message
 from advisor.model import Profile
+from advisor.remedies import MATERIAL_SHARE, Kind, Remedy, severity
 from advisor.rule import Rule
 from advisor.units import ms, pct
-from advisor.views import ops as ops_view, peak as peak_view, step_time
-from advisor.views.ops import op_bound
-
-from advisor.remedies import MATERIAL_SHARE, Kind, Remedy, severity
-
+from advisor.views import ops as ops_view
+from advisor.views import peak as peak_view
+from advisor.views import step_time
 from advisor.views.activations import activations, parameter_shapes, requests_bfloat16
 from advisor.views.layers import source_of
+from advisor.views.ops import op_bound
 
 from ._common import dtype, is_attention_logits
 

@@ -33,9 +33,8 @@ from __future__ import annotations
 
 from advisor.message import Message
 from advisor.model import Profile
-from advisor.rule import Rule
 from advisor.remedies import Kind, Remedy, severity
-
+from advisor.rule import Rule
 from advisor.views.activations import activations, requests_bfloat16
 from advisor.views.layers import source_of
 

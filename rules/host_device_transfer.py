@@ -37,7 +37,6 @@ from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import mib
-
 from advisor.views.step_time import steps_total_ns
 
 MESSAGE = Message(
@@ -72,7 +71,8 @@ def check(profile: Profile, min_share: float = 0.05, min_bytes_per_step: int = 1
     yield RULE.finding(
         profile, message=ON_CPU if cpu else MESSAGE, severity="info" if cpu else None, impact=share,
         kinds="/".join(kinds), share=share, saving=time_ns / len(steps),
-        when="every step" if len(in_steps) >= len(steps) else f"in most steps ({len(in_steps)} copies in {len(steps)} steps)",
+        when=("every step" if len(in_steps) >= len(steps)
+              else f"in most steps ({len(in_steps)} copies in {len(steps)} steps)"),
         size=f", {mib(bytes_per_step)} per step" if bytes_per_step is not None else "; the CPU trace records no sizes",
         evidence={
             "copies_per_step": round(len(in_steps) / len(steps), 2),

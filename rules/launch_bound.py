@@ -44,7 +44,8 @@ from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import ms, pct
-from advisor.views import idle as idle_view, kernels
+from advisor.views import idle as idle_view
+from advisor.views import kernels
 
 MESSAGE = Message(
     title="{device}: {count:,.0f} kernels under {small_us:g} µs (mean {mean_us:,.1f} µs) {steps} take {share:pct} of "

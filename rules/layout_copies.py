@@ -37,7 +37,8 @@ from advisor.message import Message
 from advisor.model import Profile
 from advisor.rule import Rule
 from advisor.units import pct, si
-from advisor.views import ops as ops_view, peak as peak_view
+from advisor.views import ops as ops_view
+from advisor.views import peak as peak_view
 
 MESSAGE = Message(
     title="layout transposes and copies take {share:pct} of device op time ({saving:ms} per step, {count} ops){at}; "

@@ -40,9 +40,8 @@ import re
 
 from advisor.message import Message
 from advisor.model import Profile
-from advisor.rule import Rule
-
 from advisor.remedies import Kind, Remedy, config_for, severity
+from advisor.rule import Rule
 
 MESSAGE = Message(
     title="no input is donated: {saving:mib} of state ({share:pct} of peak memory) is held twice",
@@ -74,7 +73,8 @@ def check(profile: Profile, min_bytes: int = 4 * 1024 * 1024):
     yield RULE.finding(
         profile, message=NAMED if names and not config_for(profile, remedy) else MESSAGE, remedy=remedy,
         severity=severity(profile, remedy, share, RULE.severity, donatable), impact=share, saving=donatable,
-        share=share, names=", ".join(names), listed=", ".join(f'"{n}"' for n in names) + ("," if len(names) == 1 else ""),
+        share=share, names=", ".join(names),
+        listed=", ".join(f'"{n}"' for n in names) + ("," if len(names) == 1 else ""),
         evidence={
             "donatable_bytes": donatable,
             "updated_inputs": len(state),

@@ -60,12 +60,10 @@ from __future__ import annotations
 
 from advisor.message import Message
 from advisor.model import Profile
-from advisor.rule import Rule
-from advisor.views import ops as ops_view
-from advisor.units import flop, ms
-
 from advisor.remedies import Kind, Remedy, severity
-
+from advisor.rule import Rule
+from advisor.units import flop, ms
+from advisor.views import ops as ops_view
 from advisor.views.activations import activations, is_training_step
 from advisor.views.layers import heterogeneous_layers, layers_in, source_of
 

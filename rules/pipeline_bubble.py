@@ -46,8 +46,8 @@ from advisor.views import parallelism, step_time
 
 MAX_FACTOR = 64     # look at most this many times the microbatches today
 MESSAGE = Message(
-    title="pipeline bubble: {bubble:pct} of the schedule's iterations are padding ({padding} of {iterations} per stage; "
-          "{counts} over {axis})",
+    title="pipeline bubble: {bubble:pct} of the schedule's iterations are padding ({padding} of {iterations} per "
+          "stage; {counts} over {axis})",
     bundled="split the batch into {target} microbatches instead of {m}: the bubble drops from {bubble:pct} to "
             "{after:pct}{loops} (--set parallel.pipeline.microbatches={target})",
     gain="about {saving:ms} per step on each device: the schedule loops' measured {now:ms} scaled by "

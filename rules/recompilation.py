@@ -40,14 +40,13 @@ from typing import Optional
 from advisor.message import Message
 from advisor.model import HloModule, Profile
 from advisor.rule import Rule
-
 from advisor.views.idle import compiles, warm_up_step
 
 MESSAGE = Message(
     title="{count} compilation{s} inside the steps after the first took {total:ms} ({share:pct} of their time){which}"
           "{what}",
-    fix="keep {name}'s input signature fixed{what}: pad or bucket shapes, drop ragged last batches, use static_argnames "
-        "only for flags with few values, pass changing numbers as arrays",
+    fix="keep {name}'s input signature fixed{what}: pad or bucket shapes, drop ragged last batches, use "
+        "static_argnames only for flags with few values, pass changing numbers as arrays",
     gain="{saving:ms} per step on average, the measured compile time",
     cost="padding computes on filler elements; bucketing compiles once per bucket",
 )

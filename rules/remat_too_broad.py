@@ -34,9 +34,8 @@ import collections
 
 from advisor.message import Message
 from advisor.model import Profile
-from advisor.rule import Rule
 from advisor.remedies import Kind, Remedy
-
+from advisor.rule import Rule
 from advisor.views.activations import activations
 
 from ._common import bundled_config, kept_by_remat, measured_by, workload

@@ -52,16 +52,14 @@ from __future__ import annotations
 from advisor.categories import categorize
 from advisor.message import Message, fill
 from advisor.model import Profile
+from advisor.remedies import Kind, Remedy, config_for, severity
 from advisor.rule import Rule
 from advisor.units import ms
-
-from advisor.remedies import Kind, Remedy, config_for, severity
-
+from advisor.views import parallelism, step_time
 from advisor.views.layers import stacking_copies
 from advisor.views.step_time import per_step
 
 from ._common import bundled_config, dims, measured_by
-from advisor.views import parallelism, step_time
 
 UNROLL_MAX_LAYERS = 16   # beyond this, unrolling's compile time usually outweighs the copies
 
@@ -75,9 +73,9 @@ _RECOMPUTE = (" forward runs again in the backward pass: more work (its FLOPs ag
 # faster and slower than that, so it is an estimate, never a bound.
 _UNROLLED_GAIN = ("about {saving:ms} per step, the measured time of the stacking copies{also}; on a CPU the larger "
                   "unrolled program can also run slower, so this is an estimate: {measured_by} measures the step")
-_UNROLLED_GAIN_GPU = ("at least {saving:ms} per step (a lower bound): the measured time of the stacking copies{also}, "
-                      "and lets XLA fuse across layers (the tutorial's bfloat16 row on one H100: 201 -> 115 ms per step "
-                      "unrolled, where the copies took 31.7 ms)")
+_UNROLLED_GAIN_GPU = ("at least {saving:ms} per step (a lower bound): the measured time of the stacking "
+                      "copies{also}, and lets XLA fuse across layers (the tutorial's bfloat16 row on one H100: "
+                      "201 -> 115 ms per step unrolled, where the copies took 31.7 ms)")
 MESSAGE = Message(      # a shallow model's layers in a scan: unroll them (or remat inside the scan)
     title=_TITLE + "stacked per-layer buffers",
     bundled="unroll the layers (scan_layers=False) for a shallow model, or remat the blocks inside the scan "
@@ -168,10 +166,12 @@ def check(profile: Profile, min_share: float = 0.05, min_total_share: float = 0.
                  - {categorize(ins, op.name) for op, ins in copies})
     yield RULE.finding(
         profile, message=message, remedy=remedy, alternatives=alternatives, impact=share,
-        severity=severity(profile, remedy, share, RULE.severity), source=next((str(i.source) for _, i in dus if i.source), None),
+        severity=severity(profile, remedy, share, RULE.severity),
+        source=next((str(i.source) for _, i in dus if i.source), None),
         share=share, saving=per_step_ns, split=_split(by_category, only_fill), layers=layers,
         iterations=schedule.iterations if schedule else None, stages=schedule.stages if schedule else None,
-        or_remat="" if config else "; or remat the blocks inside the scan (Linen `nn.scan(nn.remat(Block))`, NNX `nnx.remat`)",
+        or_remat="" if config else ("; or remat the blocks inside the scan (Linen `nn.scan(nn.remat(Block))`, "
+                                    "NNX `nnx.remat`)"),
         also=_also(profile, ops, devices), measured_by=measured_by(profile, "--verify"),
         evidence={
             "share_of_op_time": round(share, 4),

@@ -82,8 +82,8 @@ MESSAGE = Message(      # with the fused kernel's rate measured on this GPU mode
     at_source=False,
     fix="{advice}{limits}",
     gain="about {saving:ms} less per step: the unfused attention's {total:ms} measured (" + _SPLIT + ") against about "
-         "{fused:ms} for {fused_flops:flop} at {rate:si FLOP/s}, the fused rate {source_of_rate}; a shorter sequence than 2048 "
-         "reaches less, so this is an estimate{rematted}",
+         "{fused:ms} for {fused_flops:flop} at {rate:si FLOP/s}, the fused rate {source_of_rate}; a shorter sequence "
+         "than 2048 reaches less, so this is an estimate{rematted}",
     cost="a code change and cuDNN's constraints (head dim {head_dim}, {dtype}{causal}: the cuDNN path takes "
          "float16/bfloat16 q, k, v, head dims up to 128 (256 on Hopper with cuDNN 9.5+) in multiples of 8, causal, "
          "padding (sequence lengths), sliding-window or bias/boolean masks, and no dropout on the attention "
@@ -92,8 +92,8 @@ MESSAGE = Message(      # with the fused kernel's rate measured on this GPU mode
 )
 UNESTIMATED = MESSAGE.but(      # no fused rate measured on this GPU model, or the fused path does not apply as is
     saving=None,
-    gain="up to the unfused attention's {total:ms} per step measured (" + _SPLIT + "), less the fused kernel's own time: "
-         "{unestimated}",
+    gain="up to the unfused attention's {total:ms} per step measured (" + _SPLIT + "), less the fused kernel's own "
+         "time: {unestimated}",
 )
 
 
@@ -142,7 +142,8 @@ def check(profile: Profile, min_share: float = 0.1):
     if share < min_share:
         return
     module = profile.modules[profile.step_module]
-    causal = any(_square(i.dims, lengths) and i.does("iota") and i.does("compare") for i in module.instructions.ops.values())
+    causal = any(_square(i.dims, lengths) and i.does("iota") and i.does("compare")
+                 for i in module.instructions.ops.values())
     rematted = any(r.remat for r in matmuls)
     fwd_flops = sum(r.flops or 0 for r in forward) / steps * (0.5 if causal else 1.0)
     fused_flops = fwd_flops * (1 + BACKWARD_FACTOR + (1 if rematted else 0))
@@ -168,8 +169,10 @@ def check(profile: Profile, min_share: float = 0.1):
         profile, message=MESSAGE if estimated else UNESTIMATED, remedy=remedy, impact=share,
         severity=severity(profile, remedy, share, RULE.severity) if estimated else "info",
         source=next((str(r.instruction.source) for r in forward if r.instruction.source), None),
-        total=total, share=share, shape=softmax[0].instruction.shape, limits="; but " + "; ".join(limits) if limits else "",
-        saving=max(total - fused_ns, 0.0) if estimated else None, matmul=matmul_ns, matmuls=len(matmuls), other=other_ns,
+        total=total, share=share, shape=softmax[0].instruction.shape,
+        limits="; but " + "; ".join(limits) if limits else "",
+        saving=max(total - fused_ns, 0.0) if estimated else None, matmul=matmul_ns, matmuls=len(matmuls),
+        other=other_ns,
         fused=fused_ns, fused_flops=fused_flops, rate=rate, source_of_rate=source, head_dim=head_dim, dtype=dtype,
         rematted=("; the attention is rematted, so part of this time is remat's recomputation, which unneeded-remat "
                   "counts too" if rematted else ""),

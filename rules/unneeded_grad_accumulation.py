@@ -41,10 +41,9 @@ from typing import Optional
 
 from advisor.message import Message
 from advisor.model import Profile
+from advisor.remedies import Kind, Remedy
 from advisor.rule import Rule
 from advisor.settings import device_capacity
-from advisor.remedies import Kind, Remedy
-
 from advisor.views.activations import activations
 
 from ._common import bundled_config, measured_by
@@ -59,9 +58,9 @@ MESSAGE = Message(
 )
 # optax.MultiSteps: accumulated across calls of the step
 ACROSS_CALLS = MESSAGE.but(
-    title="gradients are accumulated across {n} calls with optax.MultiSteps (an accumulator of about {accumulator:mib}, "
-          "the size of the gradients, in the optimizer state), yet the whole batch should fit: about {peak:mib} of "
-          "{capacity:mib}",
+    title="gradients are accumulated across {n} calls with optax.MultiSteps (an accumulator of about "
+          "{accumulator:mib}, the size of the gradients, in the optimizer state), yet the whole batch should fit: "
+          "about {peak:mib} of {capacity:mib}",
     bundled=None,
     fix="drop optax.MultiSteps and pass the {n} minibatches as one batch to one call: one forward/backward pass "
         "instead of {n}, and no accumulator ({accumulator:mib} less optimizer state)",

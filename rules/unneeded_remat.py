@@ -62,7 +62,6 @@ from advisor.rule import Rule
 from advisor.settings import device_capacity
 from advisor.units import flop, ms, pct, si
 from advisor.views import ops as ops_view
-
 from advisor.views.activations import is_training_step, weight_shaped
 from advisor.views.layers import stacking_copies
 from advisor.views.step_time import per_step
@@ -77,8 +76,8 @@ MESSAGE = Message(      # the layers unrolled
           "({peak:mib} of {capacity:mib})",
     bundled="drop remat (remat=none): the step's memory does not need it",
     fix="{advice}; {measures}",
-    gain="about {saving:ms} less per step: the recomputed ops take {remat:ms} per step measured ({remat_matmuls:ms} of it "
-         "in matmuls{work}){copies}; " + H100_SEED,
+    gain="about {saving:ms} less per step: the recomputed ops take {remat:ms} per step measured "
+         "({remat_matmuls:ms} of it in matmuls{work}){copies}; " + H100_SEED,
     cost="about {freed:mib} more peak memory: about {need:mib} of {capacity:mib} (estimated from this trace: today's "
          "peak plus what the recomputed ops write, once per layer{minibatches}{compiled})",
 )
@@ -149,9 +148,10 @@ def check(profile: Profile, margin: float = 0.2, min_share: float = 0.05, capaci
         saving=gain, share=share, used=_share(memory.peak_bytes / capacity), peak=memory.peak_bytes, capacity=capacity,
         measures=(f"advisor tune {workload} measures the combinations" if workload else
                   "time both configurations (advisor.trace) before keeping it"),
-        remat=remat_ns, remat_matmuls=remat_matmul_ns, copies=f", the scan's stacking copies {ms(copies_ns)}" if scanned else "",
-        work=(f": {flop(recomputed)} of matmuls recomputed per step, {ms(recomputed / rate * 1e9)} at the step's measured "
-              f"matmul rate ({si(rate, 'FLOP/s')})" if recomputed and rate else ""),
+        remat=remat_ns, remat_matmuls=remat_matmul_ns,
+        copies=f", the scan's stacking copies {ms(copies_ns)}" if scanned else "",
+        work=(f": {flop(recomputed)} of matmuls recomputed per step, {ms(recomputed / rate * 1e9)} at the step's "
+              f"measured matmul rate ({si(rate, 'FLOP/s')})" if recomputed and rate else ""),
         freed=freed, need=need, minibatches=f" of one of the {passes} minibatches" if passes > 1 else "",
         compiled="; compiling the change gives XLA's figure" if bundled_config(profile) else "",
         evidence={

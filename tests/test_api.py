@@ -100,7 +100,7 @@ def test_trace_reraises_and_closes_the_trace(tmp_path):
         with advisor.trace(tmp_path / "a") as t:
             with t.step():
                 state, _ = step(state, b)
-            1 / 0
+            raise ZeroDivisionError
     # the trace was stopped: a new one can start in this process
     with advisor.trace(tmp_path / "b") as t2:
         with t2.step():

@@ -14,7 +14,7 @@ from conftest import FIXTURES, ROOT, advisor, cli
 
 def assert_one_line_error(proc):
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("advisor: error: ")
     assert "Traceback" not in proc.stderr
@@ -268,10 +268,11 @@ def test_two_traces_started_in_the_same_second_get_their_own_run_folders(tmp_pat
 
 
 def test_every_xla_primitive_type_has_its_width():
-    from advisor.load.hlo import shape_info
-    from advisor.load.element_types import ELEMENT_TYPES
-    from advisor.load.hlo_proto import HloProto
     from jax._src.lib import xla_client
+
+    from advisor.load.element_types import ELEMENT_TYPES
+    from advisor.load.hlo import shape_info
+    from advisor.load.hlo_proto import HloProto
 
     by_name = {n.lower(): int(v) for n, v in xla_client.PrimitiveType.__members__.items()}
     shape = HloProto().hlo_module.computations.add().instructions.add().shape

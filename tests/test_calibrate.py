@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from conftest import FIXTURES, cli
 from advisor import calibrate, hardware
 from advisor.job import Job
 from advisor.load.loader import load_run
 from advisor.locate import find_runs
+from conftest import FIXTURES, cli
 
 # Measured by `advisor calibrate` on the 2-core development VM the committed fixtures come from
 # (AMD EPYC, 2026-11): matmul 223-309 GFLOP/s; stream 255 GB/s in L1d, 179-215 in L2, 145-184 in L3,
@@ -60,7 +60,8 @@ def test_a_trace_that_does_not_record_its_machine_is_not_calibrated(cache):
     """The committed fixture was recorded on a host named vm: a calibration of a host of that name is
     not applied to it, and the note says why and what to pass."""
     _store()
-    eff = json.loads(cli("analyze", FIXTURES / "transformer_scan", "--format", "json").stdout)["runs"][0]["summary"]["efficiency"]
+    eff = json.loads(cli("analyze", FIXTURES / "transformer_scan", "--format", "json").stdout)["runs"][0]["summary"][
+        "efficiency"]
     assert eff["peak"] is None and eff["mfu"] is None
     (note,) = [n for n in eff["notes"] if "advisor calibrate measured" in n]
     assert "does not record the machine" in note and "--peak-flops 223G --peak-bandwidth 9.0GB/s" in note

@@ -58,7 +58,8 @@ def test_regression_fails_naming_it(baseline, tmp_path):
     assert proc.returncode == 1
     assert "FAIL  budget:peak-memory" in proc.stdout and "new since the baseline" in proc.stdout
     # GitHub annotations and step summary
-    assert "::error" in proc.stdout and "title=advisor budget%3Apeak-memory" in proc.stdout   # `:` escaped as GitHub requires
+    # `:` escaped as GitHub requires
+    assert "::error" in proc.stdout and "title=advisor budget%3Apeak-memory" in proc.stdout
     assert "advisor check FAILED" in summary.read_text()
     # JUnit: one test case per rule and per budget
     suite = ET.parse(junit).getroot().find("testsuite")
@@ -95,7 +96,7 @@ def test_fail_on_severity(baseline):
 def test_check_could_not_run(tmp_path, baseline):
     def one_line(proc):
         assert proc.returncode == 2, proc.stderr
-        assert len([l for l in proc.stderr.splitlines() if l.strip()]) == 1
+        assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1
     one_line(cli("check", REMAT, "--baseline", tmp_path / "missing.json"))
     one_line(cli("check", REMAT))
     one_line(cli("check", "--baseline", baseline))
@@ -382,7 +383,8 @@ def test_measure_against_adds_rounds_while_undecided_up_to_the_most(monkeypatch)
     from advisor import timing
 
     reference = timing.Side([_CyclingWorker([100.0]), _CyclingWorker([100.0])])
-    slower = timing.measure_against(reference, timing.Side([_CyclingWorker([120.0]), _CyclingWorker([120.0])], stagger=True), "slower")
+    slower = timing.measure_against(reference, timing.Side([_CyclingWorker([120.0]), _CyclingWorker([120.0])],
+                                                           stagger=True), "slower")
     assert slower.rounds == timing.MIN_ROUNDS and slower.verdict == "slower" and round(slower.ratio, 3) == 1.2
     progress = []
 

@@ -7,9 +7,10 @@ import shutil
 
 from advisor import compile_cache, rules
 from advisor.heap_traces import _BUFFER_ASSIGNMENT, _HEAP_TRACES, _fields, restore
-from advisor.load.wire import encode_field as _field
-from advisor.load.xplane import XPlane as _XPlane, metadata_plane as _metadata_plane
 from advisor.load.hlo_proto import HloProto
+from advisor.load.wire import encode_field as _field
+from advisor.load.xplane import XPlane as _XPlane
+from advisor.load.xplane import metadata_plane as _metadata_plane
 from conftest import FIXTURES, analyze_json, cli
 
 
@@ -139,7 +140,8 @@ def test_cache_aliases_are_never_guessed():
     from advisor.load.loader import cached_program_aliases
 
     # jit_f(5) ran without HLO; the one jit_f no op names is it (jit_f(3) ran under its own id)
-    assert cached_program_aliases(["jit_f(3)", "jit_f(7)"], {"jit_f(3)", "jit_f(5)", "memcpy"}) == {"jit_f(5)": "jit_f(7)"}
+    assert cached_program_aliases(["jit_f(3)", "jit_f(7)"],
+                                  {"jit_f(3)", "jit_f(5)", "memcpy"}) == {"jit_f(5)": "jit_f(7)"}
     assert cached_program_aliases(["jit_f(6)", "jit_f(7)"], {"jit_f(5)"}) == {}           # two, nothing to tell
     assert cached_program_aliases(["jit_f(7)"], {"jit_f(5)", "jit_f(6)"}) == {}           # two without HLO
     assert cached_program_aliases(None, {"jit_f(5)"}) == {}

@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from conftest import FIXTURES, analyze_json, rule_ids
 from advisor.load.conv_cost import _ROLES
 from advisor.load.hlo_cost import ModuleCost
 from advisor.load.hlo_proto import HloProto
 from advisor.model import CONV_TARGETS
+from conftest import FIXTURES, analyze_json, rule_ids
 
 TUPLE, U8 = 13, 6
 

@@ -27,7 +27,8 @@ def reported(tmp_path_factory):
     def get(case):
         if case not in cache:
             logdir = materialize(case, tmp_path_factory.mktemp("corpus"))
-            analyses, failed = analyze_all(logdir, Job(settings=Settings(device_memory=CASES[case].get("device_memory"))))
+            analyses, failed = analyze_all(logdir,
+                                           Job(settings=Settings(device_memory=CASES[case].get("device_memory"))))
             assert not failed and len(analyses) == 1, failed
             by_rule = {rule: [] for rule in RULES}
             for f in analyses[0].findings:

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from conftest import FIXTURES, cli
 from advisor.engine import analyze_path
 from advisor.views import activity, step_time
+from conftest import FIXTURES, cli
 
 
 def test_data_parallel_is_one_run_of_eight_devices(loaded_profile):
@@ -152,8 +152,8 @@ def test_collectives_per_step_from_the_hlo(loaded_profile):
 def test_many_device_json_follows_the_schema(name):
     import jsonschema
 
-    from conftest import analyze_json
     from advisor.report.json_report import schema
+    from conftest import analyze_json
 
     doc = analyze_json(FIXTURES / name)
     jsonschema.Draft202012Validator(schema("analyze")).validate(doc)

@@ -63,7 +63,8 @@ def blocks(page: Path) -> list[Block]:
 def shell_blocks():
     for page in PAGES:
         for b in blocks(page):
-            if b.lang in ("", "text", "bash", "console", "shell", "sh") and any(l.startswith("$ ") for l in b.lines):
+            if b.lang in ("", "text", "bash", "console", "shell", "sh") \
+                    and any(line.startswith("$ ") for line in b.lines):
                 yield pytest.param(b, id=b.id)
 
 
@@ -91,7 +92,7 @@ def run(command: str) -> list[str]:
     assert argv[0] == "advisor", f"only `$ advisor ...` lines run; mark the block: {command}"
     proc = cli(*argv[1:], cwd=ROOT)
     text = proc.stdout + proc.stderr
-    return [l.rstrip() for l in text.splitlines()], proc.returncode
+    return [line.rstrip() for line in text.splitlines()], proc.returncode
 
 
 def matches(expected: list[str], got: list[str]) -> bool:
@@ -123,14 +124,14 @@ def test_shell_example(block):
     updated = list(block.lines)
     for command, expected, at in reversed(commands(block)):
         got, code = run(command)
-        if any(l.startswith("exit code: ") for l in expected):
+        if any(line.startswith("exit code: ") for line in expected):
             got.append(f"exit code: {code}")
         if block.marker == "output not compared":
             continue
         if UPDATE and "..." not in expected:
             updated[at + 1:at + 1 + len(expected)] = got
             continue
-        assert matches([l.rstrip() for l in expected], got), f"{block.id}: `{command}` prints:\n" + "\n".join(got)
+        assert matches([line.rstrip() for line in expected], got), f"{block.id}: `{command}` prints:\n" + "\n".join(got)
     if UPDATE and updated != block.lines:
         # the page as it is now (blocks above may have grown): the block with the same first command
         now = next(b for b in blocks(block.page) if b.lines[:1] == block.lines[:1])

@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from conftest import FIXTURES
 from advisor.engine import analyze_path
 from advisor.job import Job
-from advisor.settings import Settings, user_peaks
 from advisor.rules import select
+from advisor.settings import Settings, user_peaks
+from conftest import FIXTURES
 
 sys.path.insert(0, str(FIXTURES / "gpu"))
 import build as builder  # noqa: E402
@@ -57,8 +57,8 @@ def gpu_traces(tmp_path_factory):
         (analysis,) = analyze_path(root / name, Job(tuple(select(RULES))))
         out[name] = analysis
         if name == "problem":       # and with the user's peaks (1 TB/s: less than the H100's 3.35 TB/s)
-            (out["problem with peaks"],) = analyze_path(root / name, Job(tuple(select(RULES)),
-                                                                         settings=Settings(peaks=user_peaks("100T", "1TB/s"))))
+            (out["problem with peaks"],) = analyze_path(
+                root / name, Job(tuple(select(RULES)), settings=Settings(peaks=user_peaks("100T", "1TB/s"))))
     return out
 
 

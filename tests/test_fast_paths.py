@@ -25,7 +25,7 @@ def _heavy_modules_after(*args) -> list[str]:
     out = subprocess.run([sys.executable, "-c", _PROBE.format(heavy=set(HEAVY)), *map(str, args)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    line = [l for l in out.stdout.splitlines() if l.startswith("HEAVY")][-1]
+    line = [text for text in out.stdout.splitlines() if text.startswith("HEAVY")][-1]
     return line.split()[1:]
 
 
@@ -40,8 +40,9 @@ def test_analyze_of_a_gpu_trace_imports_no_jax():
 
 
 def test_element_types_table_matches_jaxlib():
-    from advisor.load.element_types import ELEMENT_TYPES, TUPLE, derive
     from jax._src.lib import xla_client
+
+    from advisor.load.element_types import ELEMENT_TYPES, TUPLE, derive
 
     assert ELEMENT_TYPES == derive(), "regenerate the table: python -m advisor.load.element_types"
     assert TUPLE == int(xla_client.PrimitiveType.TUPLE)

@@ -11,9 +11,9 @@ import sys
 import jsonschema
 import pytest
 
-from conftest import FIXTURES, cli
 from advisor.report.json_report import schema
 from advisor.rule import Rule
+from conftest import FIXTURES, cli
 
 RUNS = ("transformer_scan", "transformer_remat", "transformer_bf16")
 

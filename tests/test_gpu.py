@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, GPU_TRACES, analyze_json, rule_ids
 from advisor.views import activity
+from conftest import FIXTURES, GPU_TRACES, analyze_json, rule_ids
 
 REAL = ["te_fused_attn", "jax08_attention", "tf_bert_v100_multiworker"]
 LAUNCH = "launch-bound"     # the tiny Transformer on an H100: 2,000+ kernels under 10 µs per step

@@ -74,8 +74,10 @@ def test_seed_names_its_attention_time_and_the_fused_alternative(seed):
     assert finding is not None and finding.severity == "warning"
     ev = finding.evidence
     assert ev["attention_ms_per_step"] == pytest.approx(47.42, abs=0.05)
-    assert ev["matmul_ms_per_step"] + ev["softmax_and_masks_ms_per_step"] == pytest.approx(ev["attention_ms_per_step"], abs=0.002)
-    assert (ev["head_dim"], ev["dtype"], ev["causal"], ev["rematted"], ev["sequence_lengths"]) == (128, "bf16", True, True, [512])
+    assert ev["matmul_ms_per_step"] + ev["softmax_and_masks_ms_per_step"] == pytest.approx(ev["attention_ms_per_step"],
+                                                                                           abs=0.002)
+    assert (ev["head_dim"], ev["dtype"], ev["causal"], ev["rematted"], ev["sequence_lengths"]) == \
+        (128, "bf16", True, True, [512])
     # the forward's QK and PV matmuls as XLA computes them: 4·B·H·T²·D over 12 layers, B = 64 per step
     assert ev["forward_matmul_flops_per_step"] == pytest.approx(4 * 64 * 8 * 512**2 * 128 * 12, rel=0.01)
     assert ev["fused_flops_per_s"] == unfused_attention.MEASURED["NVIDIA H100 SXM"][0]

@@ -17,10 +17,10 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from conftest import FIXTURES
-from efficiency_programs import mlp_scanned, mlp_unrolled
 from advisor.load.hlo_cost import gemm_contracting_dims, module_cost
 from advisor.load.hlo_proto import HloProto
+from conftest import FIXTURES
+from efficiency_programs import mlp_scanned, mlp_unrolled
 
 
 def _module(fn, *args):

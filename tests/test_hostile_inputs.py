@@ -146,8 +146,8 @@ def test_sizes_read_as_kubernetes_writes_them():
 
 @pytest.mark.parametrize("limit", [-5, 0, True, float("nan"), float("inf"), "lots", [1]])
 def test_preflight_refuses_a_memory_limit_that_is_not_a_size(limit):
-    from advisor.settings import parse_size_setting as _size
     from advisor.errors import AdvisorError
+    from advisor.settings import parse_size_setting as _size
     with pytest.raises(AdvisorError, match="memory_limit"):
         _size(limit, "memory_limit")
 
@@ -176,6 +176,7 @@ def test_a_gzip_bomb_memory_profile_is_a_warning_the_rest_analyzed(run, monkeypa
 
 def test_bounded_gunzip_reads_what_gzip_reads():
     import gzip
+
     from advisor.load.memprof import gunzip_bounded
     data = b"".join(bytes([i % 251]) * i for i in range(3000))
     two = gzip.compress(data) + gzip.compress(data[:1000])      # two members, as gzip allows
@@ -238,6 +239,7 @@ def test_large_metadata_tables_give_the_same_analysis(monkeypatch):
 
 def test_name_table_keeps_the_last_of_equal_ids():
     import numpy as np
+
     from advisor.load.xplane_stream import _Names
     names = _Names()
     names.small = None

@@ -52,7 +52,8 @@ def docs():
     from advisor.engine import analyze_path
     from advisor.job import Job
 
-    documents = [analyze_path(FIXTURES / name, Job(documents=True))[0] for name in ("gpu_data_parallel", "transformer_scan")]
+    documents = [analyze_path(FIXTURES / name, Job(documents=True))[0]
+                 for name in ("gpu_data_parallel", "transformer_scan")]
     return [poison(copy.deepcopy(d)) for d in documents]
 
 
@@ -82,8 +83,8 @@ def test_terminal_escapes_only_ours_on_a_colour_terminal(docs):
 
 
 def test_check_compare_sweep_text_are_inert(docs):
-    from advisor.report import check_text, compare_text, sweep_text
     from advisor.compare import Comparison, Metrics
+    from advisor.report import check_text, compare_text, sweep_text
     out = io.StringIO()
     console = Console(file=out, width=400, highlight=False)
     check_text.render(_result(), console)
@@ -113,7 +114,8 @@ def _result():
 
 
 # GitHub's workflow-command line: ::command prop=value,prop=value::message, values without , or :
-_COMMAND = re.compile(r"::(error|warning|notice)( (file|line|title)=[^,:\r\n]*(,(file|line|title)=[^,:\r\n]*)*)?::[^\r\n]*")
+_COMMAND = re.compile(r"::(error|warning|notice)"
+                      r"( (file|line|title)=[^,:\r\n]*(,(file|line|title)=[^,:\r\n]*)*)?::[^\r\n]*")
 
 
 def test_github_annotations_one_per_check(monkeypatch, capsys, tmp_path):
@@ -176,6 +178,7 @@ def test_json_is_strict_and_non_finite_figures_become_null():
 def test_html_report_draws_hostile_names(docs):
     """mathtext in a label crashed the chart; names reach the page as text."""
     import matplotlib
+
     from advisor.report import html
     with matplotlib.rc_context(html.STYLE):
         body = "".join(html._run(d["run"], d["views"]) for d in docs)

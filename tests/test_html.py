@@ -184,7 +184,8 @@ def test_compare_page_shows_formatted_figures():
     from advisor.engine import analyze_path
     from advisor.report.html import render_compare
 
-    (base,), (new,) = analyze_path(ROOT / "fixtures" / "transformer_scan"), analyze_path(ROOT / "fixtures" / "transformer_remat")
+    (base,), (new,) = (analyze_path(ROOT / "fixtures" / "transformer_scan"),
+                       analyze_path(ROOT / "fixtures" / "transformer_remat"))
     page = render_compare([("run", compare(metrics(base.document()), metrics(new.document())))], "base", "new")
     assert re.search(r"<td>x\d+\.\d\d</td>", page) and re.search(r"noise \(relative spread\): \d+\.\d%", page)
     assert not re.search(r"<td>\d+\.\d{3,}</td>", page)

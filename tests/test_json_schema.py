@@ -5,8 +5,8 @@ import json
 import jsonschema
 import pytest
 
-from conftest import FIXTURES, cli
 from advisor.report.json_report import SCHEMA_FILES, schema
+from conftest import FIXTURES, cli
 
 
 def validate(command, proc):

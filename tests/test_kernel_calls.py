@@ -11,12 +11,12 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
-from conftest import FIXTURES
 from advisor.categories import categorize
 from advisor.load.hlo import parse_module
 from advisor.load.hlo_proto import HloProto
 from advisor.load.xspace_slice import metadata_xspace, program_protos
 from advisor.views import ops as ops_view
+from conftest import FIXTURES
 
 
 def _matmul_kernel(x_ref, y_ref, o_ref):

@@ -199,7 +199,8 @@ def test_a_view_reads_no_file(name):
                if isinstance(node, ast.ImportFrom) and not node.level and node.module}
     assert not stdlib & {"os", "io", "pathlib", "shutil", "socket", "json", "pickle", "subprocess", "advisor"}
     calls = {node.func.id if isinstance(node.func, ast.Name) else node.func.attr
-             for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))}
+             for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))}
     assert not calls & {"open", "read_text", "read_bytes", "Path", "load", "loads"}, path.name
 
 

@@ -145,7 +145,8 @@ def test_names_from_a_trace_are_inert_in_the_text(documents):
 
 
 def test_a_run_without_hlo_says_why():
-    d = op_diff.diff({"steps": 2, "ops": [], "why": "the trace holds no HLO of the step program: its ops cannot be named"},
+    d = op_diff.diff({"steps": 2, "ops": [],
+                      "why": "the trace holds no HLO of the step program: its ops cannot be named"},
                      {"steps": 2, "ops": [_entry("jit(f)/add", None, 1.0)]})
     assert d.changed == () and d.missing.startswith("the base run: the trace holds no HLO")
 
@@ -156,7 +157,8 @@ def test_check_against_a_baseline_names_the_op_in_ci(tmp_path):
     proc = cli("check", FIXTURES / "transformer_scan", "--baseline", FIXTURES / "baselines" / "transformer_remat.json",
                "--sarif", sarif, env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)})
     assert proc.returncode == 1, proc.stderr
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("::error") and "budget%3Apeak-memory" in l)
+    line = next(text for text in proc.stdout.splitlines()
+                if text.startswith("::error") and "budget%3Apeak-memory" in text)
     assert "file=advisor/workloads/transformer.py,line=142," in line and "the op that grew most" in line
     result = next(r for r in json.loads(sarif.read_text())["runs"][0]["results"] if r["ruleId"] == "budget:peak-memory")
     assert result["locations"][0]["physicalLocation"]["region"] == {"startLine": 142}

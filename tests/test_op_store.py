@@ -6,8 +6,8 @@ import pytest
 
 from advisor.load import op_accumulator as ops_module
 from advisor.load.columns import self_times
-from advisor.load.op_store import OpStore
 from advisor.load.op_accumulator import OpAccumulator
+from advisor.load.op_store import OpStore
 
 
 def _nested_line(rng, n):

@@ -11,17 +11,18 @@ import sys
 
 import pytest
 
-from conftest import ROOT, TEST_XLA_FLAGS
 from advisor import workloads
 from advisor.engine import analyze_all
 from advisor.views import parallelism
 from advisor.workloads.config import ConfigError
+from conftest import ROOT, TEST_XLA_FLAGS
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("tensor")
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 {TEST_XLA_FLAGS}",
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 {TEST_XLA_FLAGS}",
            "PYTHONPATH": str(ROOT / "tests")}
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "parallel_tensor_runs.py"), str(out)],
                           capture_output=True, text=True, env=env, timeout=600)
@@ -41,6 +42,7 @@ def state_on_paper(tensor: int, pipe: int = 1) -> int:
     1/tensor, the blocks 1/pipe, the rest is whole (the model's shapes, from one device's build)."""
     import jax
     import numpy as np
+
     from advisor.workloads.parallel import tensor_dim
     from parallel_tensor_runs import BASE
 

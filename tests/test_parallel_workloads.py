@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from conftest import ROOT, TEST_XLA_FLAGS, advisor, cli
 from advisor import workloads
 from advisor.workloads.config import ConfigError
+from conftest import ROOT, TEST_XLA_FLAGS, advisor, cli
 
 
 def test_parallel_data_must_divide_the_minibatch():
@@ -20,7 +20,8 @@ def test_parallel_data_must_divide_the_minibatch():
 
 @pytest.mark.slow
 def test_loss_on_eight_devices_equals_one_device():
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 {TEST_XLA_FLAGS}"}
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 {TEST_XLA_FLAGS}"}
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "parallel_workload_loss.py"), "mlp", "8"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -57,7 +58,8 @@ def test_run_workload_on_two_hosts_writes_one_run(tmp_path):
 
 
 def test_pipeline_settings_are_checked():
-    config = workloads.resolve("transformer", "tiny", ["parallel.pipeline.stages=4", "parallel.pipeline.microbatches=2"])
+    config = workloads.resolve("transformer", "tiny",
+                               ["parallel.pipeline.stages=4", "parallel.pipeline.microbatches=2"])
     assert config["parallel"]["pipeline.stages"] == 4 and config["parallel"]["pipeline.microbatches"] == 2
     from advisor.workloads import parallel
     assert parallel.devices_needed(config) == 4
@@ -77,8 +79,8 @@ def test_run_workload_pipeline_reports_the_bubble_and_verifies_more_microbatches
     # XLA's default codegen: --verify judges the measured step times of both schedules
     env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": ""}
     proc = advisor("run-workload", "transformer", "--preset", "tiny", "--set", "parallel.pipeline.stages=4",
-                   "--set", "parallel.pipeline.microbatches=2", "--steps", "2", "--verify", "--select", "pipeline-bubble",
-                   "--logdir", tmp_path, "--format", "json", env=env, least_timing=True)
+                   "--set", "parallel.pipeline.microbatches=2", "--steps", "2", "--verify",
+                   "--select", "pipeline-bubble", "--logdir", tmp_path, "--format", "json", env=env, least_timing=True)
     assert proc.returncode == 0, proc.stderr
     (run,) = json.loads(proc.stdout)["runs"]
     par = run["summary"]["parallelism"]
@@ -104,8 +106,8 @@ def test_tensor_settings_are_checked():
 def test_run_workload_tensor_parallel_names_the_axes_and_roles(tmp_path):
     env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": TEST_XLA_FLAGS}
     proc = advisor("run-workload", "transformer", "--preset", "tiny", "--set", "parallel.data=2",
-                   "--set", "parallel.tensor=4", "--steps", "1", "--no-compile-check", "--select", "exposed-communication",
-                   "--logdir", tmp_path, "--format", "json", env=env)
+                   "--set", "parallel.tensor=4", "--steps", "1", "--no-compile-check",
+                   "--select", "exposed-communication", "--logdir", tmp_path, "--format", "json", env=env)
     assert proc.returncode == 0, proc.stderr
     (run,) = json.loads(proc.stdout)["runs"]
     par = run["summary"]["parallelism"]

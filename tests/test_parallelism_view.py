@@ -7,11 +7,10 @@ role-aware communication advice, partly replicated state)."""
 import pytest
 
 from advisor.engine import analyze_all
-from advisor.views import activity
-from advisor.views import parallelism
+from advisor.model import Instruction
+from advisor.views import activity, parallelism
 from advisor.views.parallelism.mesh import Axis, infer_axes
 from advisor.views.parallelism.weights import weight_like
-from advisor.model import Instruction
 from corpus.traces import materialize
 
 MIB = 2 ** 20

@@ -41,7 +41,8 @@ def test_fires_on_two_microbatches_with_the_count_that_fixes_it(run):
 def test_fires_on_the_looping_pipeline(run):
     (f,) = run("pipeline_looping").findings
     assert f.evidence["loops"] == 2 and f.evidence["microbatches"] == 4
-    assert f.evidence["target_microbatches"] == 8 and f.evidence["bubble_fraction_after"] == pytest.approx(3 / 19, abs=1e-4)
+    assert f.evidence["target_microbatches"] == 8
+    assert f.evidence["bubble_fraction_after"] == pytest.approx(3 / 19, abs=1e-4)
 
 
 @pytest.mark.parametrize("case", ["pipeline_gpipe_m16", "parallel_3d", "tensor_parallel_sync"])

@@ -10,7 +10,6 @@ from advisor.errors import AdvisorError
 from advisor.load.loader import load_timeline
 from advisor.load.timeline import read_timeline
 from advisor.load.xplane_stream import StreamSpace
-
 from conftest import FIXTURES
 
 TRACES = sorted(FIXTURES.glob("*/plugins/**/*.xplane.pb")) + sorted(FIXTURES.glob("corpus/*/plugins/**/*.xplane.pb")) \
@@ -30,11 +29,11 @@ def test_same_timeline_as_profile_data(path):
 def test_events_and_stats_match_profile_data():
     """Every event's name, start, duration and stats, not only what the timeline keeps."""
     path = next(FIXTURES.glob("gpu_bf16/plugins/**/*.xplane.pb"))
-    ours = [(p.name, list(p.stats), [(l.name, [(e.name, e.start_ns, e.duration_ns, list(e.stats))
-                                               for e in l.events]) for l in p.lines])
+    ours = [(p.name, list(p.stats), [(line.name, [(e.name, e.start_ns, e.duration_ns, list(e.stats))
+                                                  for e in line.events]) for line in p.lines])
             for p in StreamSpace(path).planes]
-    theirs = [(p.name, list(p.stats), [(l.name, [(e.name, e.start_ns, e.duration_ns, list(e.stats))
-                                                 for e in l.events]) for l in p.lines])
+    theirs = [(p.name, list(p.stats), [(line.name, [(e.name, e.start_ns, e.duration_ns, list(e.stats))
+                                                    for e in line.events]) for line in p.lines])
               for p in ProfileData.from_file(str(path)).planes]
     assert sum(len(evs) for _, _, lines in ours for _, evs in lines) > 1000
     assert ours == theirs

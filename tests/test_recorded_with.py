@@ -8,7 +8,8 @@ import shutil
 from advisor import runner
 from conftest import FIXTURES, cli
 
-SEED, SEED_OFF = FIXTURES / "h100-traces" / "transformer_seed", FIXTURES / "h100-traces" / "transformer_seed_no_command_buffers"
+SEED = FIXTURES / "h100-traces" / "transformer_seed"
+SEED_OFF = FIXTURES / "h100-traces" / "transformer_seed_no_command_buffers"
 
 
 def test_the_seed_traces_say_how_they_were_recorded_and_compare_names_the_difference():

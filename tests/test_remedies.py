@@ -11,8 +11,8 @@ from advisor import workloads
 from advisor.engine import analyze_path
 from advisor.memory_plan import candidates
 from advisor.remedies import Kind, Remedy, severity
-from conftest import FIXTURES
 from advisor.rules import BY_ID
+from conftest import FIXTURES
 
 MiB = 1024 * 1024
 

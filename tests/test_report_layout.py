@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from conftest import FIXTURES, analyze_json, cli
 from advisor.report import check_text, layout, text
+from conftest import FIXTURES, analyze_json, cli
 
 BOX = re.compile("[\u2500-\u257f]")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -120,7 +120,8 @@ def test_advisor_rules_fits_a_narrow_terminal_without_cutting_a_word(width, monk
     beneath, wrapped at spaces: every word of every summary whole, no line wider than the terminal."""
     from click.testing import CliRunner
 
-    from advisor import cli as cli_module, rules as catalog
+    from advisor import cli as cli_module
+    from advisor import rules as catalog
 
     made = layout.console
     monkeypatch.setattr(layout, "console", lambda file=None, terminal=None, w=None: made(file, True, width))

@@ -21,12 +21,11 @@ import psutil
 import pytest
 from werkzeug.test import Client
 
-from conftest import FIXTURES
-
 from advisor.tensorboard import cache, worker
 from advisor.tensorboard.app import AdvisorApp, run_ref, wsgi
 from advisor.tensorboard.jobs import Budget, Jobs
 from advisor.tensorboard.runs import RunIndex, read_run
+from conftest import FIXTURES
 
 SCAN = next((FIXTURES / "transformer_scan" / "plugins" / "profile").iterdir())
 NAMES = ["ctl\x1b[31m\x07\r\t", "bidi\u202egpj.exe\u2066", "bytes\udcff\udcfe not utf-8", "pct%2F&x=1 +"]
@@ -157,12 +156,14 @@ def test_an_analysis_past_its_budget_is_stopped_and_the_queue_moves_on(tmp_path,
     other run waited, and each reload started it again."""
     runs = [_run(tmp_path, name) for name in ("a", "b")]
     keys = [cache.run_key(read_run(r, r.name).files()) for r in runs]
-    for budget, words in ((Budget(seconds=0.3), "time budget of 0.3 s"), (Budget(memory_mb=1), "memory budget of 1 MiB")):
+    for budget, words in ((Budget(seconds=0.3), "time budget of 0.3 s"),
+                          (Budget(memory_mb=1), "memory budget of 1 MiB")):
         jobs = Jobs(workers=1, budget=budget)
         for run, key in zip(runs, keys):
             jobs.submit(key, "analyze", str(run), "{}")
         for key in keys:       # the second waited for the first, then ran and went past the budget too
-            st = _wait(lambda: jobs.status(key)["state"] == "failed" and jobs.status(key), what="the budget")
+            st = _wait(lambda jobs=jobs, key=key: jobs.status(key)["state"] == "failed" and jobs.status(key),
+                       what="the budget")
             assert words in st["error"] and "raises it" in st["error"], st
         jobs.forget_failure(keys[0])                  # what a reload of the page does
         assert jobs.status(keys[0])["state"] == "failed"
@@ -344,7 +345,8 @@ def test_in_a_browser_every_page_fits_the_window(tmp_path, cache_env):
                          deviceScaleFactor=1, mobile=False)
             pages = {"list": (f"{base}/", "!!document.querySelector('table.runs')"),
                      "run": (f"{base}/?run={run}", "document.querySelectorAll('.finding').length > 0"),
-                     "compare": (f"{base}/index.html?run={run}&compare={other}", "!!document.querySelector('.verdict')")}
+                     "compare": (f"{base}/index.html?run={run}&compare={other}",
+                                 "!!document.querySelector('.verdict')")}
             for page, (url, ready) in pages.items():
                 browser.goto(url)
                 browser.wait(f"document.readyState === 'complete' && {ready}", 180)

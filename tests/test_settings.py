@@ -80,7 +80,8 @@ def test_user_input_becomes_one_job_whoever_asks():
     assert cli_job.rules == api_job.rules and [r.id for r in cli_job.rules] == ["missing-remat"]
     assert cli_job.options == api_job.options == {"missing-remat": {"min_share": 0.5}}
     assert (cli_job.settings.device_memory, cli_job.settings.steps, cli_job.settings.mesh) == \
-        (api_job.settings.device_memory, api_job.settings.steps, api_job.settings.mesh) == (10**9, slice(1, 3), (("data", 2),))
+        (api_job.settings.device_memory, api_job.settings.steps, api_job.settings.mesh) == \
+        (10**9, slice(1, 3), (("data", 2),))
     assert cli_job.settings.peaks.flops_per_s == api_job.settings.peaks.flops_per_s == 100e12
     with pytest.raises(AdvisorError, match="^--device-memory expects"):
         job(device_memory="lots")

@@ -123,7 +123,8 @@ def test_same_model_read_in_small_pieces(run, readable, monkeypatch):
     spilled to disk, device activity in slices of 1,000 ops (ops and waits carried from one
     slice into the next). xprof's converters are not run again where the whole read kept their
     result (the same module's test of the same run)."""
-    from advisor.load import device_totals as devices, host_lines, loader, op_store, xplane_stream
+    from advisor.load import device_totals as devices
+    from advisor.load import host_lines, loader, op_store, xplane_stream
     from advisor.load import op_accumulator as ops
 
     monkeypatch.setattr(xplane_stream, "_CHUNK", 4096)
@@ -135,7 +136,8 @@ def test_same_model_read_in_small_pieces(run, readable, monkeypatch):
     monkeypatch.setattr(devices, "SLICE_OPS", 1000)
     if run in _XPROF:
         monkeypatch.setattr(loader, "start_xprof", lambda path: _Replay(*_XPROF[run]))
-    _same(model_of(loader.load_run(readable(run), None, Job().readers())), EXPECTED[str(run.relative_to(FIXTURES))], "profile")
+    _same(model_of(loader.load_run(readable(run), None, Job().readers())), EXPECTED[str(run.relative_to(FIXTURES))],
+          "profile")
 
 
 OUTPUTS = snapshot_outputs.read()

@@ -5,10 +5,9 @@ import json
 
 import pytest
 
-from conftest import FIXTURES, cli
-
 from advisor.load.loader import load_timeline
 from advisor.locate import find_runs
+from conftest import FIXTURES, cli
 
 SYNC = FIXTURES / "corpus" / "sync_every_step"          # 20 annotated steps, the first compiles
 GPU = FIXTURES / "gpu_data_parallel"                     # synthetic GPU trace, 3 steps

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 from werkzeug.test import Client
 
-from conftest import FIXTURES, analyze_json, cli
-
 from advisor.report import escape
 from advisor.tensorboard import cache
 from advisor.tensorboard.app import AdvisorApp, run_ref, wsgi
 from advisor.tensorboard.links import finding_links
 from advisor.tensorboard.runs import has_runs, list_runs
+from conftest import FIXTURES, analyze_json, cli
 
 HOSTILE = '<img src=x onerror="alert(1)">&amp;\x1b[31m'     # markup, an entity, a terminal escape
 

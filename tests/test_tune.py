@@ -1,6 +1,5 @@
 """`advisor tune`: the settings the findings name, searched together; rows that cannot fit never run."""
 
-import json
 
 from conftest import FIXTURES, cli
 from test_json_schema import validate

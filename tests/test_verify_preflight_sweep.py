@@ -56,7 +56,8 @@ def test_ranking_follows_the_measurement():
 
     slow = finding("slow", "warning", 1.13, [1.1, 1.16], "slower")
     fast = finding("fast", "info", 0.75, [0.72, 0.78], "faster")
-    unmeasured = Finding("plain", "warning", "plain", {}, Recommendation("x", Expected("step_time", None, "ms", ""), "c"), 0.9)
+    unmeasured = Finding("plain", "warning", "plain", {},
+                         Recommendation("x", Expected("step_time", None, "ms", ""), "c"), 0.9)
     findings = [slow, unmeasured, fast]
     rank_measured(findings)
     assert [f.rule for f in findings] == ["fast", "plain", "slow"]
@@ -102,10 +103,9 @@ def test_the_checked_line_and_the_verified_table_round_the_noise_once():
     and "noise 12%" in its table (from the record's 0.125): both print the record's figures."""
     import io
 
-    from conftest import FIXTURES, analyze_json
-
     from advisor.report import layout, text
     from advisor.verification import _measured
+    from conftest import FIXTURES, analyze_json
 
     doc = analyze_json(FIXTURES / "transformer_scan")["runs"][0]
     finding = doc["findings"][0]

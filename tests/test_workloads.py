@@ -46,7 +46,8 @@ def test_bad_overrides_are_refused(item):
                                        ["optimizer.num_minibatches=2", "optimizer.accumulate=loop"],
                                        ["model.dtype=bfloat16"]])
 def test_transformer_step_runs_and_loss_is_finite(overrides):
-    config = workloads.resolve("transformer", "tiny", overrides + ["data.batch_size=4", "data.seq_len=32", "model.num_layers=2"])
+    config = workloads.resolve("transformer", "tiny",
+                               overrides + ["data.batch_size=4", "data.seq_len=32", "model.num_layers=2"])
     built = workloads.get("transformer").build(config)
     from advisor.workloads.train import zero_metrics
     state = built.init_state()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from advisor.errors import did_you_mean
+
 from . import config
 from .config import ConfigError
-from advisor.errors import did_you_mean
 
 
 def _module(name: str):

@@ -13,6 +13,7 @@ import optax
 from .mlp_spec import DTYPES, PRESETS, SCHEMA, remedy_config, validate  # noqa: F401
 from .train import Batch, Built, initial_state, make_train_step
 
+
 class Layer(nn.Module):
     hidden_size: int
     dtype: Any

@@ -169,7 +169,8 @@ def shardings(config: dict, state_shape, metrics_shape, batch):
         return None
     import jax
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     if jax.device_count() < n:
         from advisor.errors import AdvisorError

@@ -14,9 +14,9 @@ Both compute the same function as the unsplit model, without dropout (the masks 
 
 from __future__ import annotations
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import flax.linen as nn
 from jax.sharding import PartitionSpec as P
 
 from .parallel import tensor_dim

@@ -1,6 +1,6 @@
 """Training-step pieces shared by the bundled workloads (Part 1.1 of the tutorial)."""
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - no line moves: traces name this file's lines (train.py:29)
 
 import dataclasses
 from typing import Any, Callable

@@ -345,7 +345,8 @@ def _align(events: list[Launch], thunks: list[Thunk], schedule: Schedule) -> tup
                     if s > 0 and here + s > took[i + 1][j + 1]:
                         took[i + 1][j + 1] = here + s
                         came[(i + 1, j + 1, True)] = (*state, j)
-                if state[2] and j > 0 and e.kind == "kernel" and (thunks[j - 1].kind == "library" or thunks[j - 1].gemm) \
+                if state[2] and j > 0 and e.kind == "kernel" \
+                        and (thunks[j - 1].kind == "library" or thunks[j - 1].gemm) \
                         and schedule.kernel_names.get(e.name) is None:
                     if took[i][j] + _EXTRA_KERNEL > took[i + 1][j]:
                         took[i + 1][j] = took[i][j] + _EXTRA_KERNEL

@@ -17,7 +17,8 @@ from .xplane_stream import int_stat
 _MEMCPY_KINDS = {"MemcpyH2D": "H2D", "MemcpyD2H": "D2H", "MemcpyD2D": "D2D", "MemcpyP2P": "P2P",
                  "MemcpyOther": "Other", "CopyDeviceToDevice": "D2D", "CopyHostToDevice": "H2D",
                  "CopyDeviceToHost": "D2H"}
-_DRIVER_KERNEL = re.compile(r"(Memset|memcpy\d*(_(pre|post))?$|__amd_rocclr_(fill|copy)Buffer)")   # the driver's, not XLA's
+# the driver's kernels, not XLA's
+_DRIVER_KERNEL = re.compile(r"(Memset|memcpy\d*(_(pre|post))?$|__amd_rocclr_(fill|copy)Buffer)")
 _DEVICE_STATS = frozenset({"hlo_op", "hlo_module", "program_id", "memcpy_details", "kernel_details",
                            "correlation_id", "scope_range_id", "Memset_details"})
 
@@ -149,7 +150,8 @@ def device_plane(plane, acc: OpAccumulator, programs: Optional["Programs"] = Non
                                          launch(name, "Memset_details" in stats, bool(kind or details)))
                 else:
                     out.add(start, dur, module, op, stats.get("scope_range_id"), name,
-                            "Memset_details" in stats or bool(kind or details) or _DRIVER_KERNEL.match(name) is not None)
+                            "Memset_details" in stats or bool(kind or details)
+                            or _DRIVER_KERNEL.match(name) is not None)
             record.add(chunk.start_ns, chunk.dur_ns, copy, kernel, correlation)
             out.flush()
         out.close()

@@ -372,7 +372,7 @@ class ModuleCost:
 
 
 _VIEWS = ("bitcast", "reshape")          # a parameter seen through these is still the parameter
-_PARTIAL = frozenset({"slice", "dynamic-slice", "gather", "dynamic-update-slice", "scatter"})    # touch part of a buffer
+_PARTIAL = frozenset({"slice", "dynamic-slice", "gather", "dynamic-update-slice", "scatter"})   # touch part of a buffer
 _SLICING = ("slice", "dynamic-slice", "gather")
 
 

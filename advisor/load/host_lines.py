@@ -11,8 +11,8 @@ import numpy as np
 
 from ..model import AllocatorPeak, HostEvent, Transfer
 from .columns import chunks_of, classify
-from .op_store import BLOCK_OPS
 from .op_accumulator import module_key
+from .op_store import BLOCK_OPS
 from .xplane_stream import int_stat
 
 # Host thread lines where XLA's CPU runtime executes HLO ops.
@@ -172,7 +172,8 @@ def host_pass(host, host_events: list[HostEvent], launches: Optional[Launches] =
                     host_events.append(HostEvent(names.get(int(ids[i]), ""), start, float(durs[i]), _CATS[code]))
                 elif code == _ALLOC:
                     stats = chunk.stats(i, _ALLOC_STATS)
-                    event = (start, str(stats.get("allocator_name", "?")), int_stat(stats.get("bytes_allocated"), "bytes_allocated"),
+                    event = (start, str(stats.get("allocator_name", "?")),
+                             int_stat(stats.get("bytes_allocated"), "bytes_allocated"),
                              int_stat(stats.get("peak_bytes_in_use"), "peak_bytes_in_use"))
                     _fold(alloc, event)
                     if alloc_events is not None:
@@ -352,7 +353,8 @@ def _read_place(chunk, i: int, acc) -> int:
     stats = chunk.stats(i, _OP_STATS)
     if "hlo_op" not in stats:
         return -1
-    return acc.place_id(module_key(stats), stats.get("run_id"), f"cpu:{int_stat(stats.get('device_ordinal'), 'device_ordinal')}")
+    return acc.place_id(module_key(stats), stats.get("run_id"),
+                        f"cpu:{int_stat(stats.get('device_ordinal'), 'device_ordinal')}")
 
 
 

@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
+from ..categories import categorize
 from ..errors import AdvisorError
 from ..locate import RunFiles, host_name
 from ..model import Buffer, HloModule, Host, MemoryAtPeak, Profile, merge_intervals, overlap_ns
-from ..categories import categorize
-from .hlo import lacks_heap_simulation, parse_module, split_key
-from .device_totals import device_totals
 from ..safe_json import load_side_json
+from .device_totals import device_totals
+from .hlo import lacks_heap_simulation, parse_module, split_key
 from .memprof import read_memory_profile
 from .timeline import StepWindowError, Timeline, read_timeline
 from .xplane_stream import StreamSpace, XSpaceError
@@ -111,7 +111,8 @@ def load_first_host(run: RunFiles, steps: Optional[slice] = None, readers: Optio
     try:
         pending.ask(aliases.get(step_module, step_module))     # the memory viewer runs while the HLO is parsed
         sliced = pending.all_protos()
-        modules = _modules(_renamed(sliced, aliases), warnings, step_module, ran, readers) if sliced is not None else None
+        modules = (_modules(_renamed(sliced, aliases), warnings, step_module, ran, readers)
+                   if sliced is not None else None)
     except BaseException:
         pending.cancel()
         raise

@@ -124,7 +124,7 @@ def read_memory_profile(path: Path) -> list[MemoryProfileEntry]:
                  for loc in prof.location}
     totals: dict[tuple[str, str], list] = {}
     for sample in prof.sample:
-        labels = {text(l.key): text(l.str) for l in sample.label}
+        labels = {text(label.key): text(label.str) for label in sample.label}
         key = (labels.get("kind", "?"), labels.get("device", ""))
         entry = totals.setdefault(key, [0, 0, {}])
         values = list(sample.value)

@@ -13,7 +13,8 @@ from .op_store import BLOCK_OPS, OpStore
 HOLD_OPS = 4 * BLOCK_OPS     # ops a line holds back behind an open op before it releases the closed ones
 
 NO_MODULE = "(no module)"     # device events that no XLA program launched (e.g. TensorFlow kernels)
-CONTINUED = "(continued)"     # the run id of an execution's events after its first: its time counts, not again its execution
+CONTINUED = "(continued)"     # the run id of an execution's events after its first: its time counts,
+                              # its execution does not count again
 
 
 def module_key(stats: dict) -> str:

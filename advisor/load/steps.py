@@ -31,7 +31,7 @@ def steps_from(marks, last_end_after, runs: list[tuple[float, float]]) -> list[S
         return _steps_from_runs(runs)
     if len(runs) == len(marks):
         steps, begin = [], marks[0][0]
-        for i, ((start, mark_end, num), (_, run_end)) in enumerate(zip(marks, runs)):
+        for i, ((_, mark_end, num), (_, run_end)) in enumerate(zip(marks, runs)):
             end = max(run_end, mark_end, marks[i + 1][0] if i + 1 < len(marks) else run_end, begin)
             steps.append(Step(number=num, start_ns=begin, end_ns=end))
             begin = end

@@ -19,8 +19,15 @@ import numpy as np
 from ..model import AllocatorPeak, DeviceSummary, HostEvent, OpStat, Step, Transfer, merge_intervals
 from .columns import in_window
 from .device_planes import Programs, device_plane
-from .host_lines import (CPU_EXECUTOR_PREFIXES, AllocatorEvents, Launches, allocator_peaks, cpu_op_line, h2d_transfer,
-                         host_pass)
+from .host_lines import (
+    CPU_EXECUTOR_PREFIXES,
+    AllocatorEvents,
+    Launches,
+    allocator_peaks,
+    cpu_op_line,
+    h2d_transfer,
+    host_pass,
+)
 from .op_accumulator import NO_MODULE, DeviceOps, OpAccumulator
 from .steps import device_timed, steps_from
 
@@ -99,7 +106,8 @@ def read_timeline(profile_data, steps: Optional[slice] = None, protos=None) -> T
         chosen = [s for s in all_steps if (steps.start is None or s.number >= steps.start)
                   and (steps.stop is None or s.number < steps.stop)]
         if not chosen:
-            have = f"steps {all_steps[0].number} to {all_steps[-1].number} ({len(all_steps)})" if all_steps else "no steps"
+            have = (f"steps {all_steps[0].number} to {all_steps[-1].number} ({len(all_steps)})" if all_steps
+                    else "no steps")
             raise StepWindowError(f"no step in {_slice_text(steps)}: the trace has {have}")
         first = all_steps.index(chosen[0])
         if all_steps[first:first + len(chosen)] != chosen:
@@ -111,7 +119,8 @@ def read_timeline(profile_data, steps: Optional[slice] = None, protos=None) -> T
     devices = [r.summarize(window) for r in planes]
     for record, summary in zip(planes, devices):
         g = record.graphs
-        summary.graph_launches, summary.graph_kernels, summary.graph_unattributed = g.launches, g.kernels, g.unattributed
+        (summary.graph_launches, summary.graph_kernels,
+         summary.graph_unattributed) = g.launches, g.kernels, g.unattributed
         why = g.why
         summary.graph_unattributed_why = "; ".join(f"{n} kernels: {w}" for w, n in why.items())
     for record, summary in zip(planes, devices):

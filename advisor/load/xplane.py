@@ -86,7 +86,7 @@ message_type {
     options { map_entry: true }
   }
 }
-"""
+"""  # noqa: E501 - a table, one field a line, read against xplane.proto
 
 XEvent = message_class(_SCHEMA, "advisor_xplane.XEvent")
 XLine = message_class(_SCHEMA, "advisor_xplane.XLine")

@@ -23,9 +23,11 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from .wire import LEN, WireError, fields as _fields, varint
 from . import event_decoder, xplane
-from .xplane import EVENT_TAG, PLANE_EVENT_METADATA, PLANE_LINES, PLANE_STAT_METADATA, XLine, XPlane, parse as _parse
+from .wire import LEN, WireError, varint
+from .wire import fields as _fields
+from .xplane import EVENT_TAG, PLANE_EVENT_METADATA, PLANE_LINES, PLANE_STAT_METADATA, XLine, XPlane
+from .xplane import parse as _parse
 
 _CHUNK = 512 << 10   # bytes of event fields decoded at once: bounds the memory of one chunk (the decoder's
                      # arrays stay in cache: analyze's CPU time on a 79 MB trace 1.74 s at 512 KB, 1.96 s at 2 MB)

@@ -14,8 +14,9 @@ The converters are C++ and abort the process on some malformed inputs (`Check fa
 Malformed shape proto`), so one child per trace runs them (`python -c _CHILD`, which
 imports xprof and nothing of advisor: importing the advisor package would cost the child more
 than the converters take on a small trace); a crash there becomes one line in
-`XprofResult.error` and the parent keeps whatever the child wrote before it. The child starts before the timeline is read
-and writes the HLO meanwhile; it is told the step program for the memory viewer once known.
+`XprofResult.error` and the parent keeps whatever the child wrote before it. The child starts
+before the timeline is read and writes the HLO meanwhile; it is told the step program for the
+memory viewer once known.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ class PendingXprof:
 
 def _reason(stderr: bytes) -> str:
     """The C++ check or Python error that stopped the child, else its last line."""
-    lines = [l.strip() for l in stderr.decode("utf-8", "replace").splitlines() if l.strip()]
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
     for line in lines:
         if "Check failed" in line:
             return line[line.index("Check failed"):][:200]

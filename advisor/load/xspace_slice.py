@@ -15,8 +15,18 @@ from pathlib import Path
 from typing import Iterator
 
 from .wire import LEN, field_value, fields, messages
-from .xplane import (EVENT_METADATA_NAME, EVENT_METADATA_STATS, MAP_VALUE, METADATA_PLANE, PLANE_EVENT_METADATA,
-                     STAT_BYTES_VALUE, XSPACE_HOSTNAMES, XSPACE_PLANES, metadata_plane, plane_name)
+from .xplane import (
+    EVENT_METADATA_NAME,
+    EVENT_METADATA_STATS,
+    MAP_VALUE,
+    METADATA_PLANE,
+    PLANE_EVENT_METADATA,
+    STAT_BYTES_VALUE,
+    XSPACE_HOSTNAMES,
+    XSPACE_PLANES,
+    metadata_plane,
+    plane_name,
+)
 
 
 def metadata_xspace(path: Path) -> bytes:

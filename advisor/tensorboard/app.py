@@ -28,12 +28,12 @@ from typing import Callable, Optional
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
-from ..version import __version__
 from ..errors import AdvisorError
+from ..locate import RUN_METADATA
 from ..report import escape
 from ..report.html import CSS, head, run_section
-from ..locate import RUN_METADATA
 from ..units import mib
+from ..version import __version__
 from . import assets, cache
 from .jobs import Budget, Jobs
 from .links import finding_links
@@ -386,7 +386,8 @@ def _when(mtime: float) -> str:
 def _recorded(run: Run) -> str:
     """The run list's recorded cell: when, and (its title) what says so; a file's time marked as such."""
     mark = ' <span class="meta">(file time)</span>' if run.recorded_from == "mtime" else ""
-    return f'<td title="{_e(DATED_BY[run.recorded_from])}"><span class="when">{_e(_when(run.recorded))}</span>{mark}</td>'
+    return (f'<td title="{_e(DATED_BY[run.recorded_from])}"><span class="when">{_e(_when(run.recorded))}</span>'
+            f'{mark}</td>')
 
 
 def _wbr(name: str) -> str:

@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from ..version import __version__
 from ..locate import RunFiles
+from ..version import __version__
 
 
 def cache_dir() -> Path:

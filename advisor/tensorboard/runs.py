@@ -110,7 +110,8 @@ def read_run(folder: Path, name: str) -> Optional[Run]:
         recorded, dated_by = _created(*side[RUN_METADATA][:3]), "metadata"
     if recorded is None:
         recorded, dated_by = mtime, "mtime"
-    return Run(name, folder, tuple(hosts), mtime, size, (tuple(stamps), side.get(MEMORY_PROFILE), side.get(RUN_METADATA)),
+    return Run(name, folder, tuple(hosts), mtime, size,
+               (tuple(stamps), side.get(MEMORY_PROFILE), side.get(RUN_METADATA)),
                MEMORY_PROFILE in side, RUN_METADATA in side, recorded, dated_by)
 
 

@@ -89,7 +89,8 @@ def _keep(key: str, doc: dict, brief: Optional[dict] = None) -> None:
 
 
 def compare(key: str, base_key: str, new_key: str, base_name: str, new_name: str) -> dict:
-    from ..compare import Metrics, compare as compare_metrics
+    from ..compare import Metrics
+    from ..compare import compare as compare_metrics
     from ..report.html import compare_section
     from . import cache
 

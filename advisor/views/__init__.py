@@ -7,8 +7,22 @@ them, a view never writes to the profile). `ALL` lists them once, in dependency 
 only those before it); the job computes them in that order, and the result document holds the
 `to_json()` of those named in `IN_DOCUMENT`. docs/architecture.md says where a new one goes.
 """
-from . import (activations, activity, efficiency, idle, kernels, layers, memory, op_table, ops, parallelism, peak,
-               recording, step_time, summary)
+from . import (
+    activations,
+    activity,
+    efficiency,
+    idle,
+    kernels,
+    layers,
+    memory,
+    op_table,
+    ops,
+    parallelism,
+    peak,
+    recording,
+    step_time,
+    summary,
+)
 
 ALL = (
     activity,       # each device per step: compute, collectives, waits, idle, exposed, top ops, the slowest

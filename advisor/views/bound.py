@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Callable, TypeVar
 
 from ..model import Profile
-from ..settings import MIN_IDLE_SHARE, Settings, bind, bound as settings, device_capacity
+from ..settings import MIN_IDLE_SHARE, Settings, bind, device_capacity
+from ..settings import bound as settings
 
 __all__ = ["MIN_IDLE_SHARE", "Settings", "bind", "cached", "device_capacity", "settings"]
 T = TypeVar("T")

@@ -24,8 +24,10 @@ from typing import Any, Optional
 
 from ..model import Profile
 from ..peak_table import Peak
-from ..units import sig, si
-from . import activity, idle, ops as ops_view, peak as peak_view, step_time
+from ..units import si, sig
+from . import activity, idle, step_time
+from . import ops as ops_view
+from . import peak as peak_view
 from .basis import verdict_basis, with_basis
 from .bound import cached
 from .ops import LATENCY_NS, OpRow, bandwidth_roof, op_bound, roof_share, served_from_l2
@@ -241,7 +243,8 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
                       "--peak-flops and --peak-bandwidth, or run `advisor calibrate`")
     caveat = ""
     if top in ("compute", "memory", "latency") and times.get("unknown", 0) > known[top]:
-        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns, profile.backend, window)}) is in ops whose bound is unknown"
+        caveat = (f"; more op time ({_of_step(times['unknown'], step_ns, profile.backend, window)}) "
+                  "is in ops whose bound is unknown"
                   if step_ns else "; more op time is in ops whose bound is unknown")
         caveat += " (no FLOP count)" if peak is not None else " (no peaks: pass --peak-flops and --peak-bandwidth)"
     if top == "host":
@@ -253,8 +256,10 @@ def _verdict(profile: Profile, rows: list[OpRow], bounds: dict, peak: Optional[P
         n = sum(r.executions for r in short) / per
         gaps = (f", and the device waits {_of_step(launch_ns, step_ns, profile.backend, window)} in gaps under "
                 f"{idle.LAUNCH_GAP_NS / 1e3:g} µs between kernels launched one by one" if launch_ns else "")
-        return "latency", (f"latency-bound: {n:,.0f} op executions {'in the traced window' if window else 'per step'} under {LATENCY_NS / 1e3:g} µs take "
-                           f"{_of_step(by_bound.get('latency', 0.0) - launch_ns, step_ns, profile.backend, window)}{gaps}"
+        return "latency", (f"latency-bound: {n:,.0f} op executions {'in the traced window' if window else 'per step'} "
+                           f"under {LATENCY_NS / 1e3:g} µs take "
+                           f"{_of_step(by_bound.get('latency', 0.0) - launch_ns, step_ns, profile.backend, window)}"
+                           f"{gaps}"
                            + caveat)
     if top == "compute":
         at = f"at {mfu:.1%} of peak {peak.dtype} matmul throughput (MFU)" if mfu is not None and peak else \
@@ -279,15 +284,17 @@ def _device_share(devices, field: str) -> float:
 
 
 def _of_step(ns: float, step_ns: Optional[float], backend: str = "cpu", window: bool = False) -> str:
-    """A time as a share of the step (window: of the traced window, in a trace without steps); op time summed over a device's threads (XLA:CPU runs ops side by
-    side) or over kernels that run side by side (GPU streams, a CUDA graph's concurrent kernels) can
-    exceed the step, and is then given in ms, never as a share above 100%."""
+    """A time as a share of the step (window: of the traced window, in a trace without steps); op
+    time summed over a device's threads (XLA:CPU runs ops side by side) or over kernels that run
+    side by side (GPU streams, a CUDA graph's concurrent kernels) can exceed the step, and is then
+    given in ms, never as a share above 100%."""
     if not step_ns:
         return "most of the device time"
     if ns <= step_ns:
         return f"{ns / step_ns:.0%} of the {'traced window' if window else 'step'}"
     over = "kernels that run side by side" if backend in ("gpu", "tpu") else "the threads that run ops side by side"
-    return f"{sig(ns / 1e6)} ms of op time per step summed over {over}, more than the {sig(step_ns / 1e6)} ms {'traced window' if window else 'step'}"
+    return (f"{sig(ns / 1e6)} ms of op time per step summed over {over}, more than the {sig(step_ns / 1e6)} ms "
+            f"{'traced window' if window else 'step'}")
 
 
 def _rate(x: Optional[float]) -> str:

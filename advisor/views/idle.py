@@ -20,7 +20,8 @@ import dataclasses
 from typing import Any, Optional
 
 from ..model import Profile, Step, overlap_ns
-from .bound import MIN_IDLE_SHARE as MIN_SHARE, cached, settings
+from .bound import MIN_IDLE_SHARE as MIN_SHARE
+from .bound import cached, settings
 
 LAUNCH_GAP_NS = 20_000.0    # on a GPU, a gap this short between kernels is the launch of the next one
 CACHE_HIT_NS = 1e6   # a Python-side "compile" this short, with no backend compile in it, found the program cached
@@ -85,8 +86,9 @@ def build(profile: Profile, min_share: float = MIN_SHARE) -> Optional[Idle]:
 
 def busy_and_idle(spans, steps: list[Step]) -> tuple[float, float]:
     """(busy, idle) in the steps, ns: how much of each step the merged spans cover, summed, and the
-    rest of the steps' time (a sum's rounding may leave it a hair below 0). The one measure of idle: the run's (the device's busy spans, a warm-up
-    left out), each accelerator's in `summary.devices[].idle_in_steps_ms` (its plane's spans); the
+    rest of the steps' time (a sum's rounding may leave it a hair below 0). The one measure of
+    idle: the run's (the device's busy spans, a warm-up left out), each accelerator's in
+    `summary.devices[].idle_in_steps_ms` (its plane's spans); the
     activity view's per device is the same difference, its steps' time less its ops' (the loader's
     streamed totals)."""
     total = sum(s.duration_ns for s in steps)

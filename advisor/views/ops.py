@@ -114,7 +114,8 @@ def _module_rows(module, ops: list[OpStat], devices: int, steps: int) -> tuple[f
             continue
         runs = ins.runs * executions if ins.runs is not None else count[name] / devices
         cost = ins.cost
-        rows.append(OpRow(name=name, module=module.key, instruction=ins, category=categorize(ins, name), time_ns=ns / devices,
+        rows.append(OpRow(name=name, module=module.key, instruction=ins, category=categorize(ins, name),
+                          time_ns=ns / devices,
                           executions=runs, flops=cost.flops * runs if cost.flops is not None else None,
                           transcendentals=cost.transcendentals * runs, bytes=cost.bytes * runs,
                           remat=_REMAT in ins.op_name))

@@ -10,7 +10,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
-
 from model_config import BATCH, FEATURES, HIDDEN, LAYERS
 
 EXTRA_LAYERS = 0

@@ -8,7 +8,6 @@ from ...model import HloModule, Instruction
 from .mesh import MODEL_NAMES, Axis
 from .weights import is_weight, squeeze
 
-
 ROLES = ("gradient-sync", "fsdp-gather", "fsdp-scatter", "pipeline-transfer", "tensor-parallel", "other")
 
 

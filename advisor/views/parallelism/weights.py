@@ -47,8 +47,8 @@ def gathered_dims(module: HloModule, roles: dict[str, str]) -> set[tuple[int, ..
 def weight_like(dims: tuple[int, ...], weights, gradient: bool = False) -> bool:
     """Shaped like a weight: a parameter (or a slice of a stacked one, a gathered copy); for a
     gradient (`gradient`: made by the backward pass) also a stack of them with one leading
-    dimension more (per-example gradients), whole or flattened per example. A forward buffer [batch, *weight] is an activation
-    (e.g. [B, T, D] beside a [T, D] position embedding)."""
+    dimension more (per-example gradients), whole or flattened per example. A forward buffer
+    [batch, *weight] is an activation (e.g. [B, T, D] beside a [T, D] position embedding)."""
     d = squeeze(tuple(dims))
     if len(d) < 2:
         return False
