@@ -20,7 +20,7 @@ import numpy as np
 
 from ..categories import categorize
 from ..model import CONTROL_FLOW, AllocatorPeak, DeviceTotals, HloModule, Step
-from .columns import intersect, merged, overlap_in
+from .columns import distinct, intersect, merged, overlap_in
 from .op_accumulator import DeviceOps
 
 _GPU_INDEX = re.compile(r"/device:(?:GPU|TPU):(\d+)$")
@@ -121,7 +121,7 @@ class _Totals:
         pieces = -(-self.count // SLICE_OPS)
         if pieces <= 1 or not len(self.samples):
             return [(-np.inf, np.inf)]
-        cuts = np.unique(self.samples[(np.arange(1, pieces) * len(self.samples)) // pieces])
+        cuts = distinct(self.samples[(np.arange(1, pieces) * len(self.samples)) // pieces])
         edges = [-np.inf, *cuts.tolist(), np.inf]
         return list(zip(edges[:-1], edges[1:]))
 
@@ -143,14 +143,14 @@ class _Overlap:
         parts: dict[int, list[tuple]] = {}
         waits: dict[int, list[tuple]] = {}
         for device, starts, ends in self.device_ops.waits((lo, hi)):
-            for d in np.unique(device).tolist():
+            for d in distinct(device).tolist():
                 mine = device == d
                 waits.setdefault(d, []).append((starts[mine], ends[mine]))
         for device, starts, ends, keys in self.device_ops.blocks((lo, hi)):
             if (device == device[0]).all():
                 parts.setdefault(int(device[0]), []).append((starts, ends, keys))
                 continue
-            for d in np.unique(device).tolist():
+            for d in distinct(device).tolist():
                 mine = device == d
                 parts.setdefault(d, []).append((starts[mine], ends[mine], keys[mine]))
         for d in set(parts) | set(waits) | set(self._carry) | set(self._carry_waits):

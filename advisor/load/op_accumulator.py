@@ -7,7 +7,7 @@ from typing import Iterator, NamedTuple, Optional
 import numpy as np
 
 from ..model import OpStat
-from .columns import as_spans, merged, parents, self_times
+from .columns import as_spans, distinct, merged, parents, self_times
 from .op_store import BLOCK_OPS, OpStore
 
 HOLD_OPS = 4 * BLOCK_OPS     # ops a line holds back behind an open op before it releases the closed ones
@@ -145,7 +145,7 @@ class LineOps:
             return
         firsts = np.array([h[0] for h in self.held])
         piece = np.searchsorted(firsts, index, side="right") - 1
-        for p in np.unique(piece).tolist():
+        for p in distinct(piece).tolist():
             mine = piece == p
             self.held[p][3][index[mine] - self.held[p][0]] = own[mine]
 
