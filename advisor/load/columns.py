@@ -90,7 +90,7 @@ def distinct(values: np.ndarray) -> np.ndarray:
     arguments imports numpy.ma on first use (10 ms of every short command's start)."""
     if not len(values):
         return values[:0]
-    ordered = np.sort(values, kind="stable")
+    ordered = np.sort(values)
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
 
 
