@@ -26,22 +26,8 @@ class MLP(nn.Module):
 
 
 def make_step():
-    model = MLP(LAYERS + EXTRA_LAYERS)
-    kx, kp = jax.random.split(jax.random.PRNGKey(0))
-    x = jax.random.normal(kx, (BATCH, FEATURES))
-    y = jnp.arange(BATCH) % 10
-    params = model.init(kp, x)
-    tx = optax.adam(1e-3)
-
-    def train_step(params, opt_state, x, y):
-        def loss_fn(p):
-            return optax.softmax_cross_entropy_with_integer_labels(model.apply(p, x), y).mean()
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    step = jax.jit(train_step, donate_argnums=(0, 1))
-    state = {"params": params, "opt_state": tx.init(params)}
+    step, (params, opt_state, x, y) = make_variant(EXTRA_LAYERS)
+    state = {"params": params, "opt_state": opt_state}
 
     def one_step():
         state["params"], state["opt_state"], loss = step(state["params"], state["opt_state"], x, y)
